@@ -1,0 +1,123 @@
+"""The ``arise:`` config section as typed dataclasses (framework-free).
+
+Defaults are the paper's hyperparameter table (App. A.1, Table "ARISE-specific
+hyperparameters"); the yaml in ``recipe/arise/config/arise_trainer.yaml`` mirrors them. Every
+paper ambiguity is a switch here, explained in ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass
+class SelectionConfig:
+    temperature: float = 1.0  # sigma
+    epsilon: float = 0.1  # epsilon-greedy exploration
+    gate: float = 0.35  # delta, confidence gate on max_k p_k
+    use_gate: bool = True  # ablation (d): False admits every selection
+    max_skill_tokens: int = 128  # skill text truncated to this many tokens for scoring
+    granularity: str = "trajectory"  # "trajectory" (Alg. 1: z_i per trajectory) | "query" (one z per group)
+    mix_unaided: float = 0.0  # fraction of each group forced unaided (makes R=1 vs R=2 contrasts possible)
+    random: bool = False  # ablation (b): uniform random skill instead of policy scoring
+    val_epsilon: float = 0.0  # epsilon at evaluation (paper: exploration disabled)
+
+    def __post_init__(self):
+        if self.temperature <= 0:
+            raise ValueError(f"arise.selection.temperature must be > 0, got {self.temperature}")
+        for name in ("epsilon", "gate", "mix_unaided", "val_epsilon"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"arise.selection.{name} must be in [0, 1], got {value}")
+        if self.granularity not in ("trajectory", "query"):
+            raise ValueError(f"arise.selection.granularity must be 'trajectory' or 'query', got {self.granularity!r}")
+        if self.max_skill_tokens < 1:
+            raise ValueError("arise.selection.max_skill_tokens must be >= 1")
+
+
+@dataclass
+class LibraryConfig:
+    cache_capacity: int = 10  # C_c
+    reservoir_capacity: int = 100  # C_r
+    ema_beta: float = 0.9  # beta
+    seed_skills: str | None = None  # JSON file; None = the paper's 5 seeds shipped in recipe/arise/data
+    new_skill_policy: str = "fair_trial"  # "fair_trial" (default) | "literal" (freezes, see docs)
+    trial_uses: int = 8
+    trial_steps: int = 20
+
+
+@dataclass
+class SummaryConfig:
+    enable: bool = True  # ablation (c): False = no O_{G+1}, the library stays at its seeds
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 192
+    max_chars: int = 220  # skill document cap (enforced by recipe.arise.skill)
+    max_traces: int = 2
+    trace_clip_chars: int = 400
+    fallback: bool = True  # trace_abstract fallback when the generation does not parse
+
+
+@dataclass
+class RewardConfig:
+    skill_bonus: float = 1.0  # r_skill
+    binary: bool = False  # ablation (a): binary reward in Phase II too
+    timeout_s: float = 5.0  # per-response grading bound
+
+
+@dataclass
+class ValidationConfig:
+    active: bool = True  # evaluate with the ARISE pipeline (selection with val_epsilon, gate)
+
+
+@dataclass
+class ARISEConfig:
+    enable: bool = True
+    phase1_steps: int = 500  # N_w: Phase I = steps 1..N_w, Phase II from N_w + 1
+    seed: int = 0
+    log_dir: str | None = None  # per-step library log; None = <trainer.default_local_dir>/arise
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    library: LibraryConfig = field(default_factory=LibraryConfig)
+    summary: SummaryConfig = field(default_factory=SummaryConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+
+    def phase(self, global_step: int) -> int:
+        return 1 if int(global_step) <= self.phase1_steps else 2
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "ARISEConfig":
+        """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.arise)``); unknown keys fail."""
+        return _build(cls, dict(data or {}), "arise")
+
+    @classmethod
+    def from_trainer_config(cls, config: Any) -> "ARISEConfig":
+        """From the whole trainer config (DictConfig or dict); a missing section means ARISE disabled."""
+        section = config.get("arise", None) if hasattr(config, "get") else None
+        if section is None:
+            return cls(enable=False)
+        try:
+            from omegaconf import OmegaConf
+
+            if OmegaConf.is_config(section):
+                section = OmegaConf.to_container(section, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf ships with verl
+            pass
+        return cls.from_dict(section)
+
+
+def _build(cls, data: dict, path: str):
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"unknown key(s) in {path}: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    kwargs = {}
+    for name, value in data.items():
+        default = known[name].default_factory if known[name].default_factory is not dataclasses.MISSING else None
+        if default is not None and dataclasses.is_dataclass(default):
+            kwargs[name] = _build(default, dict(value or {}), f"{path}.{name}")
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)

@@ -1,0 +1,608 @@
+"""Two-tier skill library (cache + reservoir) of ARISE (paper App. C.2-C.3).
+
+One training step's maintenance is :meth:`SkillLibrary.step`, which runs the five
+operations in the fixed order UPDATE -> ADD -> EVICT -> LOAD -> DELETE and returns a
+:class:`StepEvents` record.  See docs/design_core.md for every decision the paper leaves
+open (tie-breaking, reservoir overflow, duplicates, and the *library freeze* of the
+literal rules together with the default ``"fair_trial"`` fix).
+
+Framework free: stdlib + numpy + pyarrow (pyarrow only for save/load).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .skill import SkillDoc
+
+__all__ = [
+    "FORMAT_VERSION",
+    "NEW_SKILL_POLICIES",
+    "LibraryFormatError",
+    "SkillEntry",
+    "StepEvents",
+    "SkillLibrary",
+]
+
+FORMAT_VERSION = 1
+NEW_SKILL_POLICIES = ("fair_trial", "literal")
+_META_KEY = b"arise_skill_library"
+TIERS = ("cache", "reservoir")
+
+
+class LibraryFormatError(ValueError):
+    """A stored library file is missing, truncated or malformed."""
+
+
+@dataclass
+class SkillEntry:
+    """A library entry e_k = (m_k, u_k) plus bookkeeping.
+
+    ``reward_sum`` / ``success_count`` are running stats over the entry's uses (one use =
+    one trajectory that was conditioned on the skill); they feed the IG proxy (App. D.3).
+    """
+
+    skill_id: str
+    doc: SkillDoc
+    utility: float = 0.0
+    usage_count: int = 0
+    created_step: int = 0
+    updated_step: int = 0
+    reward_sum: float = 0.0
+    success_count: int = 0
+
+    @property
+    def mean_reward(self) -> float | None:
+        return self.reward_sum / self.usage_count if self.usage_count else None
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.success_count / self.usage_count if self.usage_count else None
+
+    def _sort_key_low(self) -> tuple:
+        """Eviction order: lowest utility, then fewest uses, then oldest (created step, id)."""
+        return (self.utility, self.usage_count, self.created_step, self.skill_id)
+
+
+@dataclass
+class StepEvents:
+    """What one :meth:`SkillLibrary.step` did (for the append-only per-step log)."""
+
+    step: int
+    updated: list[str] = field(default_factory=list)  # ids whose utility changed (unique, first-use order)
+    n_observations: int = 0  # observations applied
+    unknown_observations: list[str] = field(default_factory=list)  # ids not in the library (skipped)
+    added: list[str] = field(default_factory=list)
+    dropped_duplicates: list[dict] = field(default_factory=list)  # {"skill_name", "duplicate_of"}
+    evicted: list[str] = field(default_factory=list)  # cache -> reservoir by EVICT
+    loaded: list[dict] = field(default_factory=list)  # {"loaded": reservoir id, "demoted": cache id}
+    deleted: list[str] = field(default_factory=list)  # removed by DELETE
+    overflow: list[str] = field(default_factory=list)  # removed because reservoir > C_r
+    protected: list[str] = field(default_factory=list)  # cache ids shielded from EVICT/LOAD (fair_trial)
+    cache_size: int = 0
+    reservoir_size: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
+def _dup_key(doc: SkillDoc) -> tuple[str, str]:
+    return (doc.skill_name.strip().lower(), " ".join(doc.key_insight.lower().split()))
+
+
+class SkillLibrary:
+    """Cache (active pool, capacity C_c) + reservoir (archive, capacity C_r).
+
+    Parameters
+    ----------
+    new_skill_policy:
+        ``"literal"`` -- paper rules verbatim: a new skill enters with utility 0 and is
+        a normal eviction candidate (this freezes the library once the cache holds used
+        skills with positive utility; see docs/design_core.md).
+        ``"fair_trial"`` (default) -- a new skill enters with an optimistic prior equal to
+        the mean utility of the cache entries before the ADD, and is protected from EVICT
+        and LOAD-demotion while it is on trial (fewer than ``trial_uses`` uses and younger
+        than ``trial_steps`` steps).  At most ``max_protected`` entries (newest first) are
+        protected at any time, so a burst of new skills cannot lock the cache.
+    """
+
+    def __init__(
+        self,
+        cache_capacity: int = 10,
+        reservoir_capacity: int = 100,
+        ema_beta: float = 0.9,
+        seed_skills: Iterable[SkillDoc] = (),
+        *,
+        new_skill_policy: str = "fair_trial",
+        trial_uses: int = 8,
+        trial_steps: int = 20,
+        max_protected: int | None = None,
+        delete_percentile: float = 10.0,
+        success_threshold: float = 0.0,
+    ) -> None:
+        if int(cache_capacity) < 1:
+            raise ValueError("cache_capacity must be >= 1")
+        if int(reservoir_capacity) < 0:
+            raise ValueError("reservoir_capacity must be >= 0")
+        if not (0.0 <= float(ema_beta) <= 1.0):
+            raise ValueError("ema_beta must be in [0, 1]")
+        if new_skill_policy not in NEW_SKILL_POLICIES:
+            raise ValueError(f"new_skill_policy must be one of {NEW_SKILL_POLICIES}, got {new_skill_policy!r}")
+        if int(trial_uses) < 0 or int(trial_steps) < 0:
+            raise ValueError("trial_uses and trial_steps must be >= 0")
+        if not (0.0 <= float(delete_percentile) <= 100.0):
+            raise ValueError("delete_percentile must be in [0, 100]")
+        self.cache_capacity = int(cache_capacity)
+        self.reservoir_capacity = int(reservoir_capacity)
+        self.ema_beta = float(ema_beta)
+        self.new_skill_policy = new_skill_policy
+        self.trial_uses = int(trial_uses)
+        self.trial_steps = int(trial_steps)
+        self.max_protected = (
+            max(0, self.cache_capacity // 2) if max_protected is None else max(0, min(int(max_protected), self.cache_capacity))
+        )
+        self.delete_percentile = float(delete_percentile)
+        self.success_threshold = float(success_threshold)
+        self.cache: list[SkillEntry] = []
+        self.reservoir: list[SkillEntry] = []
+        self.next_id = 1
+        self.global_reward_sum = 0.0
+        self.global_success_count = 0
+        self.global_count = 0
+        self.last_step: int | None = None
+        # seeds: first C_c in the cache, the rest in the reservoir (beyond C_r: ignored)
+        for doc in seed_skills:
+            if not isinstance(doc, SkillDoc):
+                raise ValueError(f"seed skills must be SkillDoc, got {type(doc).__name__}")
+            if self._find_duplicate(doc) is not None:
+                continue
+            entry = self._new_entry(doc, step=0, utility=0.0)
+            if len(self.cache) < self.cache_capacity:
+                self.cache.append(entry)
+            elif len(self.reservoir) < self.reservoir_capacity:
+                self.reservoir.append(entry)
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self.cache) + len(self.reservoir)
+
+    def __contains__(self, skill_id: object) -> bool:
+        return self.get(skill_id) is not None  # type: ignore[arg-type]
+
+    def entries(self) -> list[SkillEntry]:
+        return [*self.cache, *self.reservoir]
+
+    def get(self, skill_id: str) -> SkillEntry | None:
+        for e in self.cache:
+            if e.skill_id == skill_id:
+                return e
+        for e in self.reservoir:
+            if e.skill_id == skill_id:
+                return e
+        return None
+
+    def tier_of(self, skill_id: str) -> str | None:
+        if any(e.skill_id == skill_id for e in self.cache):
+            return "cache"
+        if any(e.skill_id == skill_id for e in self.reservoir):
+            return "reservoir"
+        return None
+
+    def cache_docs(self) -> list[SkillDoc]:
+        return [e.doc for e in self.cache]
+
+    def cache_ids(self) -> list[str]:
+        return [e.skill_id for e in self.cache]
+
+    # ------------------------------------------------------------ statistics
+    @property
+    def global_mean_reward(self) -> float | None:
+        return self.global_reward_sum / self.global_count if self.global_count else None
+
+    @property
+    def global_success_rate(self) -> float | None:
+        return self.global_success_count / self.global_count if self.global_count else None
+
+    def ig_proxy(self, skill_id: str) -> float | None:
+        """IG proxy of App. D.3: 1/2 (r̄_k - r̄_global) + 1/2 (SR_k - SR_global);
+        None when the skill is unused or no global stats were recorded."""
+        e = self.get(skill_id)
+        if e is None or not e.usage_count or not self.global_count:
+            return None
+        return 0.5 * (e.mean_reward - self.global_mean_reward) + 0.5 * (e.success_rate - self.global_success_rate)
+
+    def ig_proxies(self) -> dict[str, float | None]:
+        return {e.skill_id: self.ig_proxy(e.skill_id) for e in self.entries()}
+
+    # -------------------------------------------------------------- internals
+    def _new_entry(self, doc: SkillDoc, step: int, utility: float) -> SkillEntry:
+        sid = f"s{self.next_id:06d}"
+        self.next_id += 1
+        return SkillEntry(skill_id=sid, doc=doc, utility=float(utility), created_step=int(step), updated_step=int(step))
+
+    def _find_duplicate(self, doc: SkillDoc, extra: Sequence[SkillEntry] = ()) -> str | None:
+        text, key = doc.to_json(), _dup_key(doc)
+        for e in (*self.cache, *self.reservoir, *extra):
+            if e.doc.to_json() == text or _dup_key(e.doc) == key:
+                return e.skill_id
+        return None
+
+    def _on_trial(self, e: SkillEntry, step: int) -> bool:
+        return (
+            self.new_skill_policy == "fair_trial"
+            and e.usage_count < self.trial_uses
+            and (step - e.created_step) < self.trial_steps
+        )
+
+    def _protected_ids(self, step: int) -> set[str]:
+        if self.new_skill_policy != "fair_trial" or self.max_protected == 0:
+            return set()
+        trial = [e for e in self.cache if self._on_trial(e, step)]
+        # newest first: larger created_step, then larger id (ids are monotone)
+        trial.sort(key=lambda e: (e.created_step, e.skill_id), reverse=True)
+        return {e.skill_id for e in trial[: self.max_protected]}
+
+    def _is_success(self, reward: float) -> bool:
+        return reward > self.success_threshold
+
+    # ------------------------------------------------------------------- step
+    def step(
+        self,
+        observations: Iterable[tuple[str, float]] = (),
+        new_skills: Iterable[SkillDoc] = (),
+        step: int = 0,
+        *,
+        global_rewards: Iterable[float] | None = None,
+    ) -> StepEvents:
+        """One training step's maintenance: UPDATE -> ADD -> EVICT -> LOAD -> DELETE."""
+        step = int(step)
+        ev = StepEvents(step=step)
+        self.last_step = step
+
+        # ---- UPDATE: one EMA update and one use per observation, in order
+        b = self.ema_beta
+        for obs in observations:
+            try:
+                sid, reward = obs
+                reward = float(reward)
+            except (TypeError, ValueError):
+                ev.unknown_observations.append(repr(obs)[:80])
+                continue
+            e = self.get(sid) if isinstance(sid, str) else None
+            if e is None or not math.isfinite(reward):
+                ev.unknown_observations.append(str(sid)[:80])
+                continue
+            e.utility = b * e.utility + (1.0 - b) * reward
+            e.usage_count += 1
+            e.reward_sum += reward
+            e.success_count += int(self._is_success(reward))
+            e.updated_step = step
+            ev.n_observations += 1
+            if e.skill_id not in ev.updated:
+                ev.updated.append(e.skill_id)
+        if global_rewards is not None:
+            for r in global_rewards:
+                r = float(r)
+                if math.isfinite(r):
+                    self.global_reward_sum += r
+                    self.global_success_count += int(self._is_success(r))
+                    self.global_count += 1
+
+        # ---- ADD
+        prior = 0.0
+        if self.new_skill_policy == "fair_trial" and self.cache:
+            prior = float(np.mean([e.utility for e in self.cache]))
+        for doc in new_skills:
+            if not isinstance(doc, SkillDoc):
+                raise TypeError(f"new_skills must contain SkillDoc, got {type(doc).__name__}")
+            dup = self._find_duplicate(doc)
+            if dup is not None:
+                ev.dropped_duplicates.append({"skill_name": doc.skill_name, "duplicate_of": dup})
+                continue
+            entry = self._new_entry(doc, step=step, utility=prior)
+            self.cache.append(entry)
+            ev.added.append(entry.skill_id)
+
+        # ---- EVICT: while cache > C_c, move the lowest (unprotected) entry to the reservoir
+        protected = self._protected_ids(step)
+        ev.protected = [e.skill_id for e in self.cache if e.skill_id in protected]
+        while len(self.cache) > self.cache_capacity:
+            candidates = [e for e in self.cache if e.skill_id not in protected] or list(self.cache)
+            victim = min(candidates, key=SkillEntry._sort_key_low)
+            self.cache.remove(victim)
+            self.reservoir.append(victim)
+            ev.evicted.append(victim.skill_id)
+
+        # ---- LOAD: swap while some reservoir utility > lowest (unprotected) cache utility
+        blocked = set(ev.evicted)  # a just-evicted skill does not re-enter in this step
+        while True:
+            pool = [e for e in self.reservoir if e.skill_id not in blocked]
+            low_cands = [e for e in self.cache if e.skill_id not in protected]
+            if not pool or not low_cands:
+                break
+            best = max(pool, key=lambda e: (e.utility, e.usage_count, -e.created_step, _neg_id(e.skill_id)))
+            low = min(low_cands, key=SkillEntry._sort_key_low)
+            if not best.utility > low.utility:
+                break
+            ci, ri = self.cache.index(low), self.reservoir.index(best)
+            self.cache[ci] = best
+            del self.reservoir[ri]
+            self.reservoir.append(low)
+            blocked.add(low.skill_id)
+            ev.loaded.append({"loaded": best.skill_id, "demoted": low.skill_id})
+
+        # ---- DELETE: reservoir entries with utility < P10(reservoir) and zero usage
+        if self.reservoir:
+            utils = np.array([e.utility for e in self.reservoir], dtype=np.float64)
+            threshold = float(np.percentile(utils, self.delete_percentile))
+            doomed = [e for e in self.reservoir if e.utility < threshold and e.usage_count == 0]
+            for e in doomed:
+                self.reservoir.remove(e)
+                ev.deleted.append(e.skill_id)
+
+        # ---- OVERFLOW (not in the paper): keep len(reservoir) <= C_r
+        while len(self.reservoir) > self.reservoir_capacity:
+            victim = min(self.reservoir, key=lambda e: (e.usage_count > 0, e.utility, e.usage_count, e.created_step, e.skill_id))
+            self.reservoir.remove(victim)
+            ev.overflow.append(victim.skill_id)
+
+        ev.cache_size, ev.reservoir_size = len(self.cache), len(self.reservoir)
+        return ev
+
+    # ------------------------------------------------------------ persistence
+    def _config(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "cache_capacity": self.cache_capacity,
+            "reservoir_capacity": self.reservoir_capacity,
+            "ema_beta": self.ema_beta,
+            "new_skill_policy": self.new_skill_policy,
+            "trial_uses": self.trial_uses,
+            "trial_steps": self.trial_steps,
+            "max_protected": self.max_protected,
+            "delete_percentile": self.delete_percentile,
+            "success_threshold": self.success_threshold,
+            "next_id": self.next_id,
+            "global_reward_sum": self.global_reward_sum,
+            "global_success_count": self.global_success_count,
+            "global_count": self.global_count,
+            "last_step": self.last_step,
+        }
+
+    def to_records(self) -> list[dict[str, Any]]:
+        rows = []
+        for tier, entries in (("cache", self.cache), ("reservoir", self.reservoir)):
+            for pos, e in enumerate(entries):
+                rows.append(
+                    {
+                        "tier": tier,
+                        "position": pos,
+                        "skill_id": e.skill_id,
+                        "skill_name": e.doc.skill_name,
+                        "problem_type": e.doc.problem_type,
+                        "key_insight": e.doc.key_insight,
+                        "method": list(e.doc.method),
+                        "check": e.doc.check,
+                        "utility": float(e.utility),
+                        "usage_count": int(e.usage_count),
+                        "created_step": int(e.created_step),
+                        "updated_step": int(e.updated_step),
+                        "reward_sum": float(e.reward_sum),
+                        "success_count": int(e.success_count),
+                    }
+                )
+        return rows
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"config": self._config(), "records": self.to_records()}
+
+    @classmethod
+    def from_records(cls, records: Sequence[dict[str, Any]], config: dict[str, Any] | None = None, *, source: str = "<records>") -> "SkillLibrary":
+        cfg = dict(config or {})
+        version = cfg.get("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise LibraryFormatError(f"{source}: unsupported format_version {version!r} (expected {FORMAT_VERSION})")
+        try:
+            lib = cls(
+                cache_capacity=cfg.get("cache_capacity", 10),
+                reservoir_capacity=cfg.get("reservoir_capacity", 100),
+                ema_beta=cfg.get("ema_beta", 0.9),
+                new_skill_policy=cfg.get("new_skill_policy", "fair_trial"),
+                trial_uses=cfg.get("trial_uses", 8),
+                trial_steps=cfg.get("trial_steps", 20),
+                max_protected=cfg.get("max_protected"),
+                delete_percentile=cfg.get("delete_percentile", 10.0),
+                success_threshold=cfg.get("success_threshold", 0.0),
+            )
+            lib.global_reward_sum = float(cfg.get("global_reward_sum", 0.0))
+            lib.global_success_count = int(cfg.get("global_success_count", 0))
+            lib.global_count = int(cfg.get("global_count", 0))
+            lib.last_step = None if cfg.get("last_step") is None else int(cfg["last_step"])
+        except (TypeError, ValueError) as e:
+            raise LibraryFormatError(f"{source}: bad library metadata: {e}") from e
+        tiers: dict[str, list[tuple[int, SkillEntry]]] = {"cache": [], "reservoir": []}
+        seen: set[str] = set()
+        max_num = 0
+        for i, r in enumerate(records):
+            try:
+                entry, tier, pos = _entry_from_record(r)
+            except (KeyError, TypeError, ValueError) as e:
+                raise LibraryFormatError(f"{source}: row {i}: {e}") from e
+            if entry.skill_id in seen:
+                raise LibraryFormatError(f"{source}: row {i}: field 'skill_id': duplicate id {entry.skill_id!r}")
+            seen.add(entry.skill_id)
+            if entry.skill_id[1:].isdigit():
+                max_num = max(max_num, int(entry.skill_id[1:]))
+            tiers[tier].append((pos, entry))
+        for tier, items in tiers.items():
+            items.sort(key=lambda pe: pe[0])
+            if [p for p, _ in items] != list(range(len(items))):
+                raise LibraryFormatError(f"{source}: field 'position': tier {tier!r} positions are not 0..n-1")
+        lib.cache = [e for _, e in tiers["cache"]]
+        lib.reservoir = [e for _, e in tiers["reservoir"]]
+        if len(lib.cache) > lib.cache_capacity or len(lib.reservoir) > lib.reservoir_capacity:
+            raise LibraryFormatError(f"{source}: tier sizes exceed capacities")
+        lib.next_id = max(int(cfg.get("next_id", 1)), max_num + 1)
+        return lib
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "SkillLibrary":
+        return cls.from_records(state["records"], state["config"], source="<state_dict>")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SkillLibrary):
+            return NotImplemented
+        return self.state_dict() == other.state_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SkillLibrary(cache={len(self.cache)}/{self.cache_capacity}, reservoir={len(self.reservoir)}/{self.reservoir_capacity}, policy={self.new_skill_policy!r})"
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Atomically write the library as parquet (temp file + fsync + os.replace + dir fsync)."""
+        import pyarrow as pa
+
+        path = Path(path)
+        table = pa.Table.from_pylist(self.to_records(), schema=_arrow_schema())
+        table = table.replace_schema_metadata({_META_KEY: json.dumps(self._config()).encode()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                _write_table(table, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:
+            dfd = os.open(str(path.parent), os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:  # pragma: no cover - some filesystems refuse directory fsync
+            pass
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SkillLibrary":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        if not path.is_file():
+            raise LibraryFormatError(f"{path}: library file not found")
+        try:
+            table = pq.read_table(str(path))
+        except Exception as e:  # pyarrow raises ArrowInvalid/OSError on truncation/garbage
+            raise LibraryFormatError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from e
+        meta = table.schema.metadata or {}
+        if _META_KEY not in meta:
+            raise LibraryFormatError(f"{path}: missing library metadata key {_META_KEY.decode()!r}")
+        try:
+            config = json.loads(meta[_META_KEY].decode("utf-8"))
+            if not isinstance(config, dict):
+                raise ValueError("metadata is not a JSON object")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise LibraryFormatError(f"{path}: malformed library metadata: {e}") from e
+        expected = _arrow_schema()
+        names = table.schema.names
+        if names != expected.names:
+            raise LibraryFormatError(f"{path}: columns {names} != expected {expected.names}")
+        for f in expected:
+            actual = table.schema.field(f.name).type
+            if actual != f.type:
+                raise LibraryFormatError(f"{path}: column {f.name!r} has type {actual}, expected {f.type}")
+        return cls.from_records(table.to_pylist(), config, source=str(path))
+
+
+def _neg_id(sid: str) -> tuple:
+    # prefer the older (smaller) id on full ties when maximising
+    return tuple(-ord(c) for c in sid)
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("tier", pa.string()),
+            ("position", pa.int64()),
+            ("skill_id", pa.string()),
+            ("skill_name", pa.string()),
+            ("problem_type", pa.string()),
+            ("key_insight", pa.string()),
+            ("method", pa.list_(pa.string())),
+            ("check", pa.string()),
+            ("utility", pa.float64()),
+            ("usage_count", pa.int64()),
+            ("created_step", pa.int64()),
+            ("updated_step", pa.int64()),
+            ("reward_sum", pa.float64()),
+            ("success_count", pa.int64()),
+        ]
+    )
+
+
+def _write_table(table, f) -> None:
+    """The parquet writer (module-level so tests can simulate a crash mid-save)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, f)
+
+
+def _entry_from_record(r: dict[str, Any]) -> tuple[SkillEntry, str, int]:
+    if not isinstance(r, dict):
+        raise TypeError("record is not a mapping")
+    tier = r["tier"]
+    if tier not in TIERS:
+        raise ValueError(f"field 'tier': must be one of {TIERS}, got {tier!r}")
+    for name in ("skill_id", "skill_name", "problem_type", "key_insight", "check"):
+        if not isinstance(r[name], str):
+            raise ValueError(f"field {name!r}: must be a string, got {type(r[name]).__name__}")
+    if not r["skill_id"]:
+        raise ValueError("field 'skill_id': empty")
+    method = r["method"]
+    if not isinstance(method, (list, tuple)) or not all(isinstance(s, str) for s in method):
+        raise ValueError("field 'method': must be a list of strings")
+    nums = {}
+    for name in ("position", "usage_count", "created_step", "updated_step", "success_count"):
+        v = r[name]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"field {name!r}: must be an integer, got {v!r}")
+        nums[name] = v
+    for name in ("utility", "reward_sum"):
+        v = r[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"field {name!r}: must be a finite number, got {v!r}")
+        nums[name] = float(v)
+    if nums["usage_count"] < 0 or nums["success_count"] < 0 or nums["position"] < 0:
+        raise ValueError("fields 'position'/'usage_count'/'success_count' must be >= 0")
+    doc = SkillDoc(r["skill_name"], r["problem_type"], r["key_insight"], tuple(method), r["check"])
+    entry = SkillEntry(
+        skill_id=r["skill_id"],
+        doc=doc,
+        utility=nums["utility"],
+        usage_count=nums["usage_count"],
+        created_step=nums["created_step"],
+        updated_step=nums["updated_step"],
+        reward_sum=nums["reward_sum"],
+        success_count=nums["success_count"],
+    )
+    return entry, tier, nums["position"]

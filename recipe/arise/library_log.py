@@ -1,0 +1,92 @@
+"""Append-only per-step log of the skill library, for analysis (``recipe.arise.report``).
+
+One parquet file per training step under ``<log_dir>/library_log/`` (a parquet dataset: read the
+whole log with ``pandas.read_parquet(dir)``), each written atomically. Rows are events
+(added, evicted, loaded, demoted, deleted, overflow, duplicate, updated) and one ``state`` row per
+library entry after the step's maintenance, with its tier, utility and usage.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("step", "phase", "event", "skill_id", "tier", "skill_name", "problem_type", "utility", "usage_count", "doc")
+
+
+def step_rows(step: int, phase: int, events, library) -> list[dict[str, Any]]:
+    def row(event: str, skill_id: str, **extra) -> dict[str, Any]:
+        entry = library.get(skill_id)
+        base = {c: None for c in COLUMNS}
+        base.update(step=int(step), phase=int(phase), event=event, skill_id=skill_id)
+        if entry is not None:
+            base.update(
+                tier=library.tier_of(skill_id),
+                skill_name=entry.doc.skill_name,
+                problem_type=entry.doc.problem_type,
+                utility=float(entry.utility),
+                usage_count=int(entry.usage_count),
+                doc=entry.doc.to_json(),
+            )
+        base.update(extra)
+        return base
+
+    rows = [row("added", sid) for sid in events.added]
+    rows += [row("evicted", sid) for sid in events.evicted]
+    for swap in events.loaded:
+        rows.append(row("loaded", swap["loaded"]))
+        rows.append(row("demoted", swap["demoted"]))
+    rows += [row("deleted", sid) for sid in events.deleted]
+    rows += [row("overflow", sid) for sid in events.overflow]
+    rows += [row("updated", sid) for sid in events.updated]
+    rows += [row("duplicate", d.get("duplicate_of", ""), skill_name=d.get("skill_name")) for d in events.dropped_duplicates]
+    rows += [row("state", entry.skill_id) for entry in library.cache + library.reservoir]
+    return rows
+
+
+def write_step_log(log_dir: str | os.PathLike, step: int, phase: int, events, library) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir = Path(log_dir) / "library_log"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = step_rows(step, phase, events, library)
+    schema = pa.schema(
+        [
+            ("step", pa.int64()),
+            ("phase", pa.int64()),
+            ("event", pa.string()),
+            ("skill_id", pa.string()),
+            ("tier", pa.string()),
+            ("skill_name", pa.string()),
+            ("problem_type", pa.string()),
+            ("utility", pa.float64()),
+            ("usage_count", pa.int64()),
+            ("doc", pa.string()),
+        ]
+    )
+    table = pa.Table.from_pylist(rows, schema=schema)
+    path = out_dir / f"step_{int(step):08d}.parquet"
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp_", suffix=".parquet")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_log(log_dir: str | os.PathLike):
+    import pandas as pd
+
+    files = sorted((Path(log_dir) / "library_log").glob("step_*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no library log files under {Path(log_dir) / 'library_log'}")
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)

