@@ -58,6 +58,11 @@ class SummaryConfig:
     max_traces: int = 2
     trace_clip_chars: int = 400
     fallback: bool = True  # trace_abstract fallback when the generation does not parse
+    on_overlong: str = "shrink"  # a valid doc over 220 chars: "shrink" fields to fit | "discard" (App. D.1 literal)
+
+    def __post_init__(self):
+        if self.on_overlong not in ("shrink", "discard"):
+            raise ValueError(f"arise.summary.on_overlong must be 'shrink' or 'discard', got {self.on_overlong!r}")
 
 
 @dataclass

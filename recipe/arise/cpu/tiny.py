@@ -19,8 +19,8 @@ from pathlib import Path
 
 INSTRUCTION = "Put the final answer within \\boxed{}."
 
-# A handful of skill documents in the paper's schema, used to teach the tiny model the JSON
-# shape the summary rollout must produce (the seed skills ship in recipe/arise/data).
+# A few skill documents in the paper's schema, in the tokenizer's corpus so that skill JSON
+# tokenizes compactly (the seed skills ship in recipe/arise/data).
 _TINY_SKILLS = [
     {
         "skill_name": "count_up",
@@ -72,13 +72,6 @@ def make_rows(pairs, split: str) -> list[dict]:
             }
         )
     return rows
-
-
-def _summary_example(a: int, b: int, skill: dict) -> tuple[str, str]:
-    from recipe.arise.prompts import build_summary_prompt
-
-    prompt = build_summary_prompt(question(a, b), [solution(a, b)])
-    return prompt, json.dumps(skill, separators=(",", ":"))
 
 
 def build_tokenizer(out_dir: Path, corpus: list[str]):
@@ -150,7 +143,7 @@ def _encode(tokenizer, examples):
     return encoded
 
 
-def warm_start(model, tokenizer, stages, seed: int, lr: float = 5e-3) -> float:
+def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     """Plain supervised warm start; ``stages`` is a list of (examples, steps, batch_size).
 
     Examples are (user prompt, assistant answer) pairs, loss on the answer only. Stages are
@@ -187,7 +180,7 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 5e-3) -> float:
     return float(loss.detach())
 
 
-def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 150, seed: int = 0) -> dict:
+def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 250, seed: int = 0) -> dict:
     """Write model/, data/train.parquet, data/val.parquet under ``out_dir``; return their paths."""
     import pandas as pd
 
@@ -225,8 +218,10 @@ def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 150, seed: in
         (inject_skill([{"role": "user", "content": question(a, b)}], rng.choice(seeds))[0]["content"], solution(a, b))
         for a, b in pairs
     ]
-    summaries = [_summary_example(a, b, rng.choice(_TINY_SKILLS)) for a, b in pairs[:20]]
-    stages = [(arithmetic, sft_steps, 32), (with_skill, sft_steps // 2, 16), (summaries, sft_steps // 3, 8)]
+    # Tuned so the sampled accuracy starts near 50%: groups then have reward variance, tau+ is
+    # non-empty and RL has room to improve. (Teaching the skill-JSON format too made the tiny
+    # model much worse at both; the summary rollout then relies on the trace_abstract fallback.)
+    stages = [(arithmetic, sft_steps, 32), (with_skill, sft_steps * 2 // 5, 16)]
     loss = warm_start(model, tokenizer, stages, seed=seed)
     model.save_pretrained(model_dir)
     info = {
@@ -245,7 +240,7 @@ def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 150, seed: in
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--sft-steps", type=int, default=150)
+    parser.add_argument("--sft-steps", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     info = build_tiny_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)

@@ -1,0 +1,31 @@
+"""Entry point: ``python -m recipe.arise.main_arise [hydra overrides]``.
+
+Composes ``recipe/arise/config/arise_trainer.yaml`` (verl's ``ppo_trainer`` plus the ``arise:``
+section) and hands it to verl's own ``main_ppo`` entry, which starts Ray and the v1 trainer
+registered as ``trainer.v1.trainer_mode=arise``.
+"""
+
+import os
+
+import hydra
+
+REGISTER_MODULE = "recipe.arise.verl_register"
+
+
+def _ensure_registered_everywhere() -> None:
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if REGISTER_MODULE not in modules:
+        os.environ["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules + [REGISTER_MODULE])
+
+
+@hydra.main(config_path="config", config_name="arise_trainer", version_base=None)
+def main(config):
+    from verl.trainer.main_ppo import main as verl_main
+
+    # Called with a composed config, a hydra entry point just runs its task function.
+    verl_main(config)
+
+
+if __name__ == "__main__":
+    _ensure_registered_everywhere()  # before `import verl` anywhere, so Ray workers inherit it
+    main()
