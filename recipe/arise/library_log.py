@@ -83,6 +83,24 @@ def write_step_log(log_dir: str | os.PathLike, step: int, phase: int, events, li
     return path
 
 
+def library_digest(library) -> str:
+    """A content hash of the whole library state (entries, utilities, counters)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(library.state_dict(), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def record_resume(log_dir: str | os.PathLike, step: int, source: str, library) -> None:
+    """Append one line to ``<log_dir>/resumes.jsonl`` saying which library a resumed run restored."""
+    import json
+
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    line = {"step": int(step), "source": str(source), "digest": library_digest(library), "entries": len(library.entries())}
+    with open(Path(log_dir) / "resumes.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 def read_log(log_dir: str | os.PathLike):
     import pandas as pd
 

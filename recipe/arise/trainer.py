@@ -34,7 +34,7 @@ from verl.utils.debug import marked_timer
 
 from recipe.arise.arise_config import ARISEConfig
 from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import write_step_log
+from recipe.arise.library_log import record_resume, write_step_log
 from recipe.arise.pool import get_or_create_pool
 from recipe.arise.prompts import summary_messages
 from recipe.arise.skill import fallback_skill, load_seed_skills, parse_skill
@@ -121,6 +121,7 @@ class ARISETrainer(PPOTrainerSync):
                     "was it written by a run with arise.enable=true?"
                 )
             self.library = SkillLibrary.load(path)
+            record_resume(self.arise_log_dir, self.global_steps, path, self.library)
             logger.info(f"ARISE: restored skill library from {path}: {self.library!r}")
         else:
             self.library = SkillLibrary(

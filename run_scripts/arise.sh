@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# ARISE on GPUs (paper setup). usage: MODEL_PATH=... run_scripts/arise.sh [hydra overrides]
+# Ablations (paper Table 2), each one switch:  ABLATION=binary_reward|random_selection|no_summary|no_gate
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+: "${MODEL_PATH:?set MODEL_PATH (e.g. Qwen/Qwen3-4B-Instruct-2507)}"
+EXPERIMENT=${EXPERIMENT:-arise${ABLATION:+_$ABLATION}}
+source "$HERE/common.sh"
+case "${ABLATION:-}" in
+  "") ABLATION_OVERRIDES=() ;;
+  binary_reward) ABLATION_OVERRIDES=(arise.reward.binary=true) ;;
+  random_selection) ABLATION_OVERRIDES=(arise.selection.random=true) ;;
+  no_summary) ABLATION_OVERRIDES=(arise.summary.enable=false) ;;
+  no_gate) ABLATION_OVERRIDES=(arise.selection.use_gate=false) ;;
+  *) echo "unknown ABLATION=$ABLATION (binary_reward|random_selection|no_summary|no_gate)" >&2; exit 2 ;;
+esac
+run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" \
+  arise.phase1_steps=${PHASE1_STEPS:-500} \
+  "${ABLATION_OVERRIDES[@]}" "$@"

@@ -1,0 +1,98 @@
+"""Framework-free parts of the verl adapters: config section, scoring arithmetic, tau+, library log."""
+
+import json
+
+import pytest
+
+from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.library import SkillLibrary
+from recipe.arise.library_log import library_digest, read_log, record_resume, write_step_log
+from recipe.arise.scoring import SCORING_SUFFIX, scoring_requests, skill_logprob_sum
+from recipe.arise.skill import load_seed_skills
+
+
+def test_config_defaults_are_the_paper_table():
+    cfg = ARISEConfig()
+    assert (cfg.selection.temperature, cfg.selection.epsilon, cfg.selection.gate) == (1.0, 0.1, 0.35)
+    assert cfg.selection.max_skill_tokens == 128
+    assert (cfg.library.cache_capacity, cfg.library.reservoir_capacity, cfg.library.ema_beta) == (10, 100, 0.9)
+    assert (cfg.summary.temperature, cfg.summary.top_p, cfg.summary.max_tokens, cfg.summary.max_chars) == (0.7, 0.95, 192, 220)
+    assert cfg.phase1_steps == 500 and cfg.reward.skill_bonus == 1.0
+    assert len(load_seed_skills(cfg.library.seed_skills)) == 5
+
+
+def test_yaml_matches_dataclass_defaults():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "recipe" / "arise" / "config" / "arise_trainer.yaml"
+    section = yaml.safe_load(path.read_text())["arise"]
+    assert ARISEConfig.from_dict(section) == ARISEConfig()
+
+
+def test_phase_boundary():
+    cfg = ARISEConfig(phase1_steps=3)
+    assert [cfg.phase(s) for s in (1, 2, 3, 4, 5)] == [1, 1, 1, 2, 2]
+
+
+def test_unknown_and_bad_keys_fail_clearly():
+    with pytest.raises(ValueError, match="arise.selection: gat"):
+        ARISEConfig.from_dict({"selection": {"gat": 0.3}})
+    with pytest.raises(ValueError, match="gate"):
+        ARISEConfig.from_dict({"selection": {"gate": 1.5}})
+    with pytest.raises(ValueError, match="granularity"):
+        ARISEConfig.from_dict({"selection": {"granularity": "batch"}})
+    with pytest.raises(ValueError, match="on_overlong"):
+        ARISEConfig.from_dict({"summary": {"on_overlong": "truncate"}})
+
+
+def test_missing_section_means_disabled():
+    assert ARISEConfig.from_trainer_config({}).enable is False
+
+
+def test_skill_logprob_sum_uses_verl_prompt_logprob_layout():
+    # prompt = 3 prefix tokens + 2 skill tokens; entry j is the log-prob of token j+1, plus a pad entry
+    prompt_logprobs = [[-0.1], [-0.2], [-0.3], [-0.4], [0.0]]
+    assert skill_logprob_sum(prompt_logprobs, prefix_len=3, total_len=5) == pytest.approx(-0.7)
+    with pytest.raises(ValueError):
+        skill_logprob_sum(prompt_logprobs, prefix_len=5, total_len=5)
+    with pytest.raises(ValueError):
+        skill_logprob_sum([[-1.0]], prefix_len=1, total_len=5)
+
+
+class _ByteTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return list(text.encode())
+
+
+def test_scoring_requests_share_the_prefix_and_truncate_skills():
+    prefix = [1, 2, 3]
+    requests = scoring_requests(_ByteTokenizer(), prefix, ["abc", "x" * 500], max_tokens=128)
+    assert all(r[:3] == prefix for r in requests)
+    assert len(requests[0]) == 6 and len(requests[1]) == 3 + 128
+    assert SCORING_SUFFIX.endswith("SKILL:")
+
+
+def test_positive_advantage_sessions():
+    pytest.importorskip("verl")
+    from recipe.arise.trainer import positive_advantage_sessions
+
+    assert positive_advantage_sessions([0, 1, 2, 2]) == [2, 3]
+    assert positive_advantage_sessions([1, 1, 1]) == []  # zero variance: no tau+
+    assert positive_advantage_sessions([0, 0, 1]) == [2]
+
+
+def test_library_log_round_trip_and_resume_record(tmp_path):
+    library = SkillLibrary(seed_skills=load_seed_skills())
+    sid = library.cache[0].skill_id
+    events = library.step([(sid, 2.0)], [], step=1)
+    write_step_log(tmp_path, 1, 2, events, library)
+    log = read_log(tmp_path)
+    assert set(log.event) == {"updated", "state"}
+    assert log[(log.event == "state")].skill_id.nunique() == 5
+    record_resume(tmp_path, 1, "x.parquet", library)
+    line = json.loads((tmp_path / "resumes.jsonl").read_text().splitlines()[-1])
+    assert line["digest"] == library_digest(library) and line["entries"] == 5
+    library.step([(sid, 0.0)], [], step=2)
+    assert library_digest(library) != line["digest"]
