@@ -71,6 +71,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             "arise_scores": [],
             "arise_skill_tokens": 0,
             "arise_scoring_s": 0.0,
+            "arise_scoring_tokens": 0,
         }
         messages = list(kwargs["raw_prompt"])
         active = phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)
@@ -109,7 +110,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             _GROUPS[key] = future
             while len(_GROUPS) > _MAX_GROUPS:
                 _GROUPS.popitem(last=False)
-        scores, seconds = await future
+        scores, seconds, scoring_tokens = await future
         epsilon = sel.val_epsilon if validate else sel.epsilon
         draw_parts = (cfg.seed, step, uid) if sel.granularity == "query" else (cfg.seed, step, uid, session)
         choice = select_skill_detailed(
@@ -124,7 +125,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             arise_max_prob=choice.max_prob,
             arise_gate_passed=bool(choice.gate_passed),
             arise_explored=bool(choice.explored),
-            arise_scoring_s=seconds if session == 0 else 0.0,  # count a group's scoring once
+            # count a group's scoring once
+            arise_scoring_s=seconds if session == 0 else 0.0,
+            arise_scoring_tokens=scoring_tokens if session == 0 else 0,
         )
         if choice.index is None:
             return None
@@ -132,7 +135,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         skill_id, text = cache[choice.index]
         return skill_id, _doc(text)
 
-    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float]:
+    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int]:
         started = time.perf_counter()
         prefix = scoring_prefix_ids(self.tokenizer, messages, **self.apply_chat_template_kwargs)
         requests = scoring_requests(self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens)
@@ -147,7 +150,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             skill_logprob_sum(out.extra_fields["prompt_logprobs"], len(prefix), len(ids))
             for out, ids in zip(outputs, requests, strict=True)
         ]
-        return scores, time.perf_counter() - started
+        return scores, time.perf_counter() - started, sum(len(ids) for ids in requests)
 
 
 __all__ = ["ARISEAgentLoop", "arise_config"]

@@ -43,6 +43,7 @@ class LibraryConfig:
     reservoir_capacity: int = 100  # C_r
     ema_beta: float = 0.9  # beta
     seed_skills: str | None = None  # JSON file; None = the paper's 5 seeds shipped in recipe/arise/data
+    load_from: str | None = None  # start from a saved library.parquet instead of the seeds (e.g. evaluation)
     new_skill_policy: str = "fair_trial"  # "fair_trial" (default) | "literal" (freezes, see docs)
     trial_uses: int = 8
     trial_steps: int = 20

@@ -57,6 +57,9 @@ class ARISERewardManager(RewardManagerBase):
                     "scored": bool(fields.get("arise_scores")),
                     "skill_tokens": int(fields.get("arise_skill_tokens", 0) or 0),
                     "scoring_s": float(fields.get("arise_scoring_s", 0.0) or 0.0),
+                    "scoring_tokens": int(fields.get("arise_scoring_tokens", 0) or 0),
+                    "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
+                    "response_tokens": int(valid_length),
                 }
             )
         return {

