@@ -45,6 +45,17 @@ WORDS = (
 ).split()
 
 
+def _write_table_buffered(table, f) -> None:
+    """Recommended body of ``recipe.arise.library._write_table`` (same signature, so tests that
+    patch it to simulate a crash keep working)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    f.write(buf.getvalue())
+
+
 class OptimizedSkillLibrary(SkillLibrary):
     """Prototype of the recommended ``SkillLibrary.step`` (same results, see ``--check``).
 
@@ -57,8 +68,9 @@ class OptimizedSkillLibrary(SkillLibrary):
     EVICT / DELETE / OVERFLOW select their victims in one sort instead of repeated
     ``min`` + ``list.remove`` (``list.remove`` / ``index`` call the dataclass ``__eq__``).
 
-    ``save`` builds the Arrow table column-wise (``from_pydict``) instead of from a list of row
-    dicts (``from_pylist``): ~10x less CPU for the table, byte-identical file.
+    ``save`` is the shipped one except that the parquet bytes are produced in memory and written
+    with one ``f.write`` (``_write_table_buffered``) instead of many small writes through
+    pyarrow's Python-file wrapper: ~0.35 ms less CPU per save, byte-identical file.
     """
 
     def save(self, path) -> None:
@@ -69,14 +81,13 @@ class OptimizedSkillLibrary(SkillLibrary):
 
         path = Path(path)
         schema = _library_mod._arrow_schema()
-        rows = self.to_records()
-        table = pa.Table.from_pydict({name: [r[name] for r in rows] for name in schema.names}, schema=schema)
+        table = pa.Table.from_pylist(self.to_records(), schema=schema)
         table = table.replace_schema_metadata({_library_mod._META_KEY: json.dumps(self._config()).encode()})
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
         try:
             with os.fdopen(fd, "wb") as f:
-                _library_mod._write_table(table, f)
+                _write_table_buffered(table, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

@@ -28,6 +28,7 @@ from recipe.arise.library import LibraryFormatError, SkillLibrary
 from recipe.arise.library_log import read_log
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="the kill harness forks (Linux)")
 LIB_TRIALS = 120
 LOG_TRIALS = 40
 TMP_RE = re.compile(r"^\.library\.parquet\.[A-Za-z0-9_]+\.tmp$")
