@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import random
 import statistics
@@ -29,12 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import math  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from recipe.arise import library as _library_mod  # noqa: E402
-from recipe.arise.library import SkillEntry, SkillLibrary, StepEvents, _dup_key, _neg_id  # noqa: E402
+from recipe.arise.library import SkillLibrary  # noqa: E402
 from recipe.arise.skill import PROBLEM_TYPES, SkillDoc  # noqa: E402
 
 GOAL_MS = 5.0
@@ -43,185 +37,6 @@ WORDS = (
     "parity induction case split complementary count pigeonhole angle chase similar triangles area "
     "ratio vieta roots polynomial discriminant inequality am gm cauchy recursion generating function"
 ).split()
-
-
-def _write_table_buffered(table, f) -> None:
-    """Recommended body of ``recipe.arise.library._write_table`` (same signature, so tests that
-    patch it to simulate a crash keep working)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    buf = pa.BufferOutputStream()
-    pq.write_table(table, buf)
-    f.write(buf.getvalue())
-
-
-class OptimizedSkillLibrary(SkillLibrary):
-    """Prototype of the recommended ``SkillLibrary.step`` (same results, see ``--check``).
-
-    The shipped ``step`` spends almost all its time in ADD: ``_find_duplicate`` scans every entry
-    and re-serialises its document (``to_json`` + ``_dup_key``) for each new skill, i.e.
-    O(new x entries) JSON encodings (~11k per step here).  Two entries' ``to_json`` texts can
-    only be equal if their fields are, so "same text or same (name, insight) key" is just "same
-    key": one dict of keys built once per step gives the same answer (first entry in cache-then-
-    reservoir order).  Smaller costs fixed the same way: an id -> entry dict for UPDATE, and
-    EVICT / DELETE / OVERFLOW select their victims in one sort instead of repeated
-    ``min`` + ``list.remove`` (``list.remove`` / ``index`` call the dataclass ``__eq__``).
-
-    ``save`` is the shipped one except that the parquet bytes are produced in memory and written
-    with one ``f.write`` (``_write_table_buffered``) instead of many small writes through
-    pyarrow's Python-file wrapper: ~0.35 ms less CPU per save, byte-identical file.
-    """
-
-    def save(self, path) -> None:
-        import os
-        import tempfile
-
-        import pyarrow as pa
-
-        path = Path(path)
-        schema = _library_mod._arrow_schema()
-        table = pa.Table.from_pylist(self.to_records(), schema=schema)
-        table = table.replace_schema_metadata({_library_mod._META_KEY: json.dumps(self._config()).encode()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-        try:
-            with os.fdopen(fd, "wb") as f:
-                _write_table_buffered(table, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        try:
-            dfd = os.open(str(path.parent), os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
-
-    def step(self, observations=(), new_skills=(), step=0, *, global_rewards=None) -> StepEvents:
-        step = int(step)
-        ev = StepEvents(step=step)
-        self.last_step = step
-
-        # ---- UPDATE
-        by_id: dict[str, SkillEntry] = {}
-        for e in self.cache:
-            by_id.setdefault(e.skill_id, e)
-        for e in self.reservoir:
-            by_id.setdefault(e.skill_id, e)
-        updated: set[str] = set()
-        b = self.ema_beta
-        for obs in observations:
-            try:
-                sid, reward = obs
-                reward = float(reward)
-            except (TypeError, ValueError):
-                ev.unknown_observations.append(repr(obs)[:80])
-                continue
-            e = by_id.get(sid) if isinstance(sid, str) else None
-            if e is None or not math.isfinite(reward):
-                ev.unknown_observations.append(str(sid)[:80])
-                continue
-            e.utility = b * e.utility + (1.0 - b) * reward
-            e.usage_count += 1
-            e.reward_sum += reward
-            e.success_count += int(self._is_success(reward))
-            e.updated_step = step
-            ev.n_observations += 1
-            if e.skill_id not in updated:
-                updated.add(e.skill_id)
-                ev.updated.append(e.skill_id)
-        if global_rewards is not None:
-            for r in global_rewards:
-                r = float(r)
-                if math.isfinite(r):
-                    self.global_reward_sum += r
-                    self.global_success_count += int(self._is_success(r))
-                    self.global_count += 1
-
-        # ---- ADD (duplicate check against a key index built once)
-        prior = 0.0
-        if self.new_skill_policy == "fair_trial" and self.cache:
-            prior = float(np.mean([e.utility for e in self.cache]))
-        keys: dict[tuple[str, str], str] = {}
-        for e in (*self.cache, *self.reservoir):
-            keys.setdefault(_dup_key(e.doc), e.skill_id)
-        for doc in new_skills:
-            if not isinstance(doc, SkillDoc):
-                raise TypeError(f"new_skills must contain SkillDoc, got {type(doc).__name__}")
-            key = _dup_key(doc)
-            dup = keys.get(key)
-            if dup is not None:
-                ev.dropped_duplicates.append({"skill_name": doc.skill_name, "duplicate_of": dup})
-                continue
-            entry = self._new_entry(doc, step=step, utility=prior)
-            self.cache.append(entry)
-            keys[key] = entry.skill_id
-            ev.added.append(entry.skill_id)
-
-        # ---- EVICT: the `excess` lowest unprotected entries (then protected ones), in one sort
-        protected = self._protected_ids(step)
-        ev.protected = [e.skill_id for e in self.cache if e.skill_id in protected]
-        excess = len(self.cache) - self.cache_capacity
-        if excess > 0:
-            victims = sorted((e for e in self.cache if e.skill_id not in protected), key=SkillEntry._sort_key_low)[:excess]
-            if len(victims) < excess:
-                rest = sorted((e for e in self.cache if e.skill_id in protected), key=SkillEntry._sort_key_low)
-                victims += rest[: excess - len(victims)]
-            gone = {id(e) for e in victims}
-            self.cache[:] = [e for e in self.cache if id(e) not in gone]
-            self.reservoir.extend(victims)
-            ev.evicted.extend(e.skill_id for e in victims)
-
-        # ---- LOAD (as shipped; positions found by identity instead of dataclass __eq__)
-        blocked = set(ev.evicted)
-        while True:
-            pool = [e for e in self.reservoir if e.skill_id not in blocked]
-            low_cands = [e for e in self.cache if e.skill_id not in protected]
-            if not pool or not low_cands:
-                break
-            best = max(pool, key=lambda e: (e.utility, e.usage_count, -e.created_step, _neg_id(e.skill_id)))
-            low = min(low_cands, key=SkillEntry._sort_key_low)
-            if not best.utility > low.utility:
-                break
-            ci = next(i for i, e in enumerate(self.cache) if e is low)
-            ri = next(i for i, e in enumerate(self.reservoir) if e is best)
-            self.cache[ci] = best
-            del self.reservoir[ri]
-            self.reservoir.append(low)
-            blocked.add(low.skill_id)
-            ev.loaded.append({"loaded": best.skill_id, "demoted": low.skill_id})
-
-        # ---- DELETE
-        if self.reservoir:
-            utils = np.array([e.utility for e in self.reservoir], dtype=np.float64)
-            threshold = float(np.percentile(utils, self.delete_percentile))
-            keep = []
-            for e in self.reservoir:
-                if e.utility < threshold and e.usage_count == 0:
-                    ev.deleted.append(e.skill_id)
-                else:
-                    keep.append(e)
-            self.reservoir[:] = keep
-
-        # ---- OVERFLOW
-        excess = len(self.reservoir) - self.reservoir_capacity
-        if excess > 0:
-            victims = sorted(self.reservoir, key=lambda e: (e.usage_count > 0, e.utility, e.usage_count, e.created_step, e.skill_id))[:excess]
-            gone = {id(e) for e in victims}
-            self.reservoir[:] = [e for e in self.reservoir if id(e) not in gone]
-            ev.overflow.extend(e.skill_id for e in victims)
-
-        ev.cache_size, ev.reservoir_size = len(self.cache), len(self.reservoir)
-        return ev
 
 
 def make_doc(rng: random.Random, k: int) -> SkillDoc:
@@ -342,45 +157,6 @@ def run(args, cls=SkillLibrary) -> dict:
     return {"step": t_step, "save": t_save, "both": t_both, "cpu_step": c_step, "cpu_save": c_save, "cpu_both": c_both, "lib": lib, "path": path, "prof": prof}
 
 
-def check_equivalence(args, n_steps: int = 300) -> int:
-    """Run the shipped and the optimized ``step`` in lockstep on identical inputs (regular and
-    malformed ones, both policies, several capacities) and compare events and state each step."""
-    import copy
-
-    compared = 0
-    tmp = Path(tempfile.mkdtemp(prefix="bench_library_check_"))
-    configs = [
-        dict(cache=10, reservoir=100, kw={}),
-        dict(cache=10, reservoir=100, kw={"new_skill_policy": "literal"}),
-        dict(cache=4, reservoir=12, kw={"max_protected": 4, "trial_uses": 2, "trial_steps": 3}),
-        dict(cache=3, reservoir=0, kw={}),
-    ]
-    for ci, cfg in enumerate(configs):
-        rng = random.Random(1000 + ci)
-        if cfg["reservoir"]:
-            base, k = full_library(rng, cfg["cache"], cfg["reservoir"], SkillLibrary, **cfg["kw"])
-        else:
-            base, k = SkillLibrary(cfg["cache"], 0, **cfg["kw"]), 0
-        state = base.state_dict()
-        a = SkillLibrary.from_state_dict(copy.deepcopy(state))
-        b = OptimizedSkillLibrary.from_state_dict(copy.deepcopy(state))
-        step0 = a.last_step or 0
-        for i in range(n_steps // len(configs)):
-            obs, new, rewards, k = step_inputs(rng, a, k, args, odd=(i % 3 == 0))
-            ea = a.step(obs, new, step=step0 + 1 + i, global_rewards=rewards)
-            eb = b.step(obs, new, step=step0 + 1 + i, global_rewards=rewards)
-            if ea.to_dict() != eb.to_dict() or a.state_dict() != b.state_dict():
-                raise AssertionError(f"config {ci} step {i}: optimized step() differs from the shipped one")
-            if i % 10 == 0:
-                pa_, pb_ = tmp / "a.parquet", tmp / "b.parquet"
-                a.save(pa_)
-                b.save(pb_)
-                if pa_.read_bytes() != pb_.read_bytes() or OptimizedSkillLibrary.load(pb_) != a:
-                    raise AssertionError(f"config {ci} step {i}: optimized save() writes a different file")
-            compared += 1
-    return compared
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=200)
@@ -393,8 +169,6 @@ def main(argv=None) -> int:
     p.add_argument("--trajectories", type=int, default=512, help="global rewards per step (64 queries x G=8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", default=None, help="folder for the library files (default: a fresh temp folder)")
-    p.add_argument("--impl", choices=("shipped", "optimized", "both"), default="both", help="which step() to time (default both)")
-    p.add_argument("--check", action="store_true", help="first verify that the optimized step() gives identical events and state")
     p.add_argument("--profile", action="store_true", help="cProfile step()+save() and print the top functions")
     args = p.parse_args(argv)
 
@@ -403,14 +177,9 @@ def main(argv=None) -> int:
         f"{args.new} new skills ({args.dup_frac:.0%} duplicates), {args.trajectories} global rewards | "
         f"{args.steps} steps after {args.warmup} warm-up"
     )
-    if args.check:
-        n = check_equivalence(args)
-        print(f"check: optimized step() == shipped step() (events and full state) on {n} steps, optimized save() byte-identical: OK")
-    impls = {"shipped": SkillLibrary, "optimized": OptimizedSkillLibrary}
-    chosen = list(impls) if args.impl == "both" else [args.impl]
     verdicts = {}
-    for name in chosen:
-        res = run(args, impls[name])
+    for name in ("shipped",):
+        res = run(args, SkillLibrary)
         lib = res["lib"]
         print(f"\n[{name} SkillLibrary.step] final: cache {len(lib.cache)}, reservoir {len(lib.reservoir)}, {res['path'].stat().st_size} bytes")
         print(summarize("step()", res["step"], res["cpu_step"]))

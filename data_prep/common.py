@@ -233,14 +233,18 @@ def read_records(path: str | os.PathLike, bad: BadRowCollector | None = None) ->
         raise DataPrepError(f"no {'/'.join(SUPPORTED_SUFFIXES)} files in folder {p}")
     out: list[Record] = []
     for f in files:
-        if f.suffix == ".jsonl":
-            out.extend(_read_jsonl_file(f, bad))
-        elif f.suffix == ".json":
-            out.extend(_read_json_file(f, bad))
-        elif f.suffix == ".parquet":
-            out.extend(_read_parquet_file(f))
-        else:
-            raise DataPrepError(f"{f}: unsupported file type (expected {SUPPORTED_SUFFIXES})")
+        try:
+            if f.suffix == ".jsonl":
+                out.extend(_read_jsonl_file(f, bad))
+            elif f.suffix == ".json":
+                out.extend(_read_json_file(f, bad))
+            elif f.suffix == ".parquet":
+                out.extend(_read_parquet_file(f))
+            else:
+                raise DataPrepError(f"{f}: unsupported file type (expected {SUPPORTED_SUFFIXES})")
+        except (json.JSONDecodeError, UnicodeDecodeError, pa.ArrowException, OSError) as e:
+            # truncated / corrupted input: name the file instead of a traceback
+            raise DataPrepError(f"{f}: cannot read input file ({type(e).__name__}: {e})") from e
     return out
 
 

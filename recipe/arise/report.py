@@ -560,7 +560,7 @@ def build_report(
     written["library_size"] = _plot_library_size(t, boundary, out / "library_size.png")
     figures.append(("library_size", "Library size", "Entries in the cache (C_c) and the reservoir (C_r) after each step's maintenance, from the log's state rows."))
     written["events"] = _plot_events(t, boundary, out / "events.png")
-    figures.append(("events", "Library events", "Per step: skills added by the summary rollouts (ADD), cache→reservoir evictions (EVICT), reservoir→cache loads (LOAD), reservoir deletions and overflow drops (DELETE), and summaries dropped as duplicates."))
+    figures.append(("events", "Library events", "Per step: skills added by the summary rollouts (ADD), cache→reservoir evictions (EVICT), reservoir→cache loads (LOAD), reservoir deletions and overflow drops (DELETE), and summaries dropped as duplicates. Long runs are drawn as lines (a rolling mean beyond 200 steps); in steady state added = evicted = deleted, so those lines overlap (thick-to-thin)."))
     used_keys: list[str] = []
     p, keys = _plot_rates(metric_rows, boundary, out / "rates.png")
     if p is not None:

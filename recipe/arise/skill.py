@@ -62,6 +62,7 @@ DEFAULT_CHECK = "Substitute back to verify"
 # outputs are far below these).
 MAX_PARSE_INPUT_CHARS = 20_000
 MAX_JSON_CANDIDATES = 256
+MAX_JSON_OBJECT_CHARS = 4_000  # longest JSON object considered as a skill document
 MAX_JSON_DEPTH = 32
 
 SEED_SKILLS_PATH = Path(__file__).resolve().parent / "data" / "seed_skills.json"
@@ -305,14 +306,18 @@ def _shrink(doc: SkillDoc) -> SkillDoc | None:
 
 def _iter_json_objects(text: str) -> Iterable[dict]:
     """Yield JSON objects found in ``text``: for each '{' (up to a cap), try to decode a
-    JSON value starting there (C decoder => braces inside strings handled correctly)."""
+    JSON value starting there (C decoder => braces inside strings handled correctly).
+
+    Each try sees at most ``MAX_JSON_OBJECT_CHARS`` characters: a skill document is a few
+    hundred characters (the summary rollout generates <= 192 tokens), and the bound keeps the
+    worst case (deeply nested or brace-heavy input) linear in the number of candidates."""
     decoder = json.JSONDecoder()
     start = text.find("{")
     tries = 0
     while start != -1 and tries < MAX_JSON_CANDIDATES:
         tries += 1
         try:
-            obj, _end = decoder.raw_decode(text, start)
+            obj, _end = decoder.raw_decode(text[start : start + MAX_JSON_OBJECT_CHARS])
         except (ValueError, RecursionError):
             obj = None
         if isinstance(obj, dict):

@@ -287,3 +287,17 @@ def test_hierarchical_reward_bad_bonus():
         hierarchical_reward(True, True, 2, skill_bonus=-1)
     with pytest.raises(ValueError):
         hierarchical_reward(True, True, 2, skill_bonus=float("nan"))
+
+
+@pytest.mark.parametrize("answer", ["(99!)!", "9^{99}!", "\\sum_{k=1}^{999} k^k", "\\prod_{k=1}^{5000} k"])
+def test_more_sympy_bombs_are_rejected_cheaply(answer):
+    from recipe.arise.reward import is_pathological
+
+    assert is_pathological(answer)
+
+
+@pytest.mark.parametrize("answer", ["5!", "(3)!", "\\sum_{k=1}^{10} k", "\\frac{3}{4}", "2^{10}"])
+def test_ordinary_answers_are_not_pathological(answer):
+    from recipe.arise.reward import is_pathological
+
+    assert not is_pathological(answer)

@@ -123,12 +123,6 @@ def test_malformed_library_parquet_names_file(tmp_path, good, content, expect):
     assert_untouched(lib, path, data, snapshot)
 
 
-@pytest.mark.xfail(
-    raises=UnicodeDecodeError,
-    strict=False,
-    reason="SkillLibrary.load lets UnicodeDecodeError escape when a flipped byte lands in a column name or a "
-    "string value (table.schema.names / table.to_pylist()); fix: convert it to LibraryFormatError naming the file",
-)
 def test_random_byte_corruption_is_a_format_error_or_a_valid_library(tmp_path, good):
     lib, path, data = good
     rng = random.Random(0)
@@ -234,11 +228,6 @@ def test_dataset_non_string_answers_normalised_or_reported_by_row(tmp_path, caps
     assert not (tmp_path / "strict" / "math500.parquet").exists()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="data_prep.common.read_records lets pyarrow/json/unicode errors of an unreadable input file escape as a "
-    "traceback (exit 1) instead of DataPrepError 'error: <file>: ...' (exit 2)",
-)
 @pytest.mark.parametrize("name, content", [("trunc.parquet", "parquet-head"), ("trunc.json", b'[{"problem": "p", "ans'), ("bin.jsonl", b"\xff\xfe\x00garbage\n")])
 def test_dataset_unreadable_file_is_a_clear_error(tmp_path, capsys, name, content):
     src = tmp_path / name

@@ -5,7 +5,6 @@ run in /tmp/smoke1."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import struct
 import subprocess
