@@ -122,6 +122,31 @@ def test_resume_restores_library_exactly(arise_run):
     assert resumes[0]["entries"] == len(saved.entries())
 
 
+def test_inspect_and_report_on_the_run(arise_run, tmp_path):
+    from recipe.arise.report import build_report
+
+    # one tracker file for the whole run (run 1 + resumed run 2), as a continuing logger writes
+    merged = arise_run / "metrics.jsonl"
+    merged.write_text((arise_run / "metrics_run1.jsonl").read_text() + (arise_run / "metrics_run2.jsonl").read_text())
+    paths = build_report(arise_run, out_dir=tmp_path / "report", metrics=merged)
+    html = Path(paths["html"]).read_text()
+    final = SkillLibrary.load(arise_run / "checkpoints" / "global_step_4" / "arise" / "library.parquet")
+    top = max(final.cache, key=lambda e: e.utility)
+    assert top.doc.skill_name in html
+    for key, path in paths.items():
+        if str(path).endswith(".png"):
+            assert Path(path).stat().st_size > 5_000, key
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.arise.inspect", str(arise_run / "checkpoints"), "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    assert {r["id"] for r in rows} == {e.skill_id for e in final.entries()}
+
+
 def test_eval_on_validation_machinery(arise_run, tiny, tmp_path):
     env = {
         **os.environ,
