@@ -71,17 +71,40 @@ def table_rows(results: dict[str, dict[str, float]]) -> tuple[list[str], list[st
     return titles, cells
 
 
-def write_outputs(results: dict[str, dict[str, float]], out_dir: str | os.PathLike, label: str) -> dict[str, str]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    titles, cells = table_rows(results)
-    k = max((r["k"] for r in results.values()), default=0)
+def markdown_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
+    """One row per (method label, results), columns as in the paper's Table 1."""
+    rows = [(label, dict(zip(*table_rows(results)))) for label, results in runs]
+    titles = table_rows({s: {"pass@1": 0.0} for _, results in runs for s in results})[0]
+    k = max((r["k"] for _, results in runs for r in results.values()), default=0)
     lines = [
         f"Pass@1 (%) averaged over k={k} samples per problem",
         "",
         "| Method | " + " | ".join(titles) + " |",
         "|---|" + "---|" * len(titles),
-        f"| {label} | " + " | ".join(cells) + " |",
+    ]
+    lines += [f"| {label} | " + " | ".join(cells.get(t, "—") for t in titles) + " |" for label, cells in rows]
+    return lines
+
+
+def combine(dirs: list[str], out_dir: str | os.PathLike) -> str:
+    """Merge several evaluation outputs (their eval.json) into one Table-1 style ``table.md``."""
+    runs = []
+    for d in dirs:
+        path = Path(d) / "eval.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: not an evaluation output folder (no eval.json)")
+        data = json.loads(path.read_text())
+        runs.append((data["method"], data["results"]))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text("\n".join(markdown_table(runs)) + "\n")
+    return str(out / "table.md")
+
+
+def write_outputs(results: dict[str, dict[str, float]], out_dir: str | os.PathLike, label: str) -> dict[str, str]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = markdown_table([(label, results)]) + [
         "",
         "Skill use per benchmark (fraction of trajectories with an injected skill):",
         "",
@@ -149,10 +172,11 @@ def build_overrides(args) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="HF model path the checkpoint was trained from (architecture, tokenizer)")
+    parser.add_argument("--combine", nargs="+", metavar="EVAL_DIR", help="only merge earlier outputs into OUT/table.md")
+    parser.add_argument("--model", help="HF model path the checkpoint was trained from (architecture, tokenizer)")
     parser.add_argument("--checkpoint", help="a global_step_N folder; omit to evaluate the base model")
     parser.add_argument("--library", help="a library.parquet to use when no checkpoint is given (default: seed skills)")
-    parser.add_argument("--data", nargs="+", required=True, help="evaluation parquet files (data_prep output)")
+    parser.add_argument("--data", nargs="+", help="evaluation parquet files (data_prep output)")
     parser.add_argument("--k", type=int, default=32, help="samples per problem; Pass@1 is averaged over them")
     parser.add_argument("--decoding", choices=["sampled", "greedy"], default="sampled")
     parser.add_argument("--temperature", type=float, default=0.6)
@@ -162,6 +186,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides (after --)")
     args = parser.parse_args(argv)
+    if args.combine:
+        path = combine(args.combine, args.out)
+        print(Path(path).read_text())
+        return 0
+    if not args.model or not args.data:
+        parser.error("--model and --data are required (unless --combine)")
     if args.decoding == "greedy" and args.k != 1:
         print(f"[eval] greedy decoding gives identical samples; using k=1 instead of k={args.k}")
         args.k = 1
