@@ -25,7 +25,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -544,19 +543,9 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 
 def write_parquet_atomic(rows: list[dict], out_path: str | os.PathLike) -> Path:
     """Write rows with the fixed SCHEMA to out_path atomically (tmp file + os.replace)."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    table = rows_to_table(rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out_path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return out_path
+    from recipe.arise.library import write_table_atomic  # the project's one atomic parquet writer
+
+    return write_table_atomic(rows_to_table(rows), out_path)
 
 
 # --------------------------------------------------------------------------------------

@@ -499,28 +499,7 @@ class SkillLibrary:
         path = Path(path)
         table = pa.Table.from_pylist(self.to_records(), schema=_arrow_schema())
         table = table.replace_schema_metadata({_META_KEY: json.dumps(self._config()).encode()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-        try:
-            with os.fdopen(fd, "wb") as f:
-                _write_table(table, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        try:
-            dfd = os.open(str(path.parent), os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:  # pragma: no cover - some filesystems refuse directory fsync
-            pass
+        write_table_atomic(table, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SkillLibrary":
@@ -587,6 +566,38 @@ def _arrow_schema():
             ("success_count", pa.int64()),
         ]
     )
+
+
+def write_table_atomic(table, path: str | os.PathLike) -> Path:
+    """Write a pyarrow table as parquet so that ``path`` always holds a complete file.
+
+    Temp file in the same folder, fsync, ``os.replace``, folder fsync: a crash (or power loss)
+    at any point leaves either the previous file or the new one, never a torn one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(str(path.parent), os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
+        pass
+    return path
 
 
 def _write_table(table, f) -> None:

@@ -9,9 +9,10 @@ library entry after the step's maintenance, with its tier, utility and usage.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from recipe.arise.library import write_table_atomic
 
 COLUMNS = ("step", "phase", "event", "skill_id", "tier", "skill_name", "problem_type", "utility", "usage_count", "doc")
 
@@ -48,7 +49,6 @@ def step_rows(step: int, phase: int, events, library) -> list[dict[str, Any]]:
 
 def write_step_log(log_dir: str | os.PathLike, step: int, phase: int, events, library) -> Path:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     out_dir = Path(log_dir) / "library_log"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -68,19 +68,7 @@ def write_step_log(log_dir: str | os.PathLike, step: int, phase: int, events, li
         ]
     )
     table = pa.Table.from_pylist(rows, schema=schema)
-    path = out_dir / f"step_{int(step):08d}.parquet"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp_", suffix=".parquet")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_table_atomic(table, out_dir / f"step_{int(step):08d}.parquet")
 
 
 def library_digest(library) -> str:

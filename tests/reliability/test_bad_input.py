@@ -414,11 +414,13 @@ SLOW_ANSWERS = [
     ("\\boxed{(10^{5})!}", "5"),
     ("\\boxed{" + "\\sqrt{3+" * 30 + "3" + "}" * 30 + "}", "2"),
     ("\\boxed{2^{2^{2^{2^{2}}}}}", "4"),
-    # reach math-verify; the first three run past the deadline there (the worker is SIGKILLed)
     ("\\boxed{(99!)!}", "5"),
     ("\\boxed{9^{99}!}", "5"),
     ("\\boxed{\\sum_{k=1}^{999} k^{k}}", "5"),
+    # reach math-verify; the first three run past the deadline there (the worker is SIGKILLed)
     ("\\boxed{(x+1)^{999}-(x-1)^{999}}", "x^2+1"),
+    ("\\boxed{(x+1)^{300}(x-1)^{300}}", "x^2+1"),
+    ("\\boxed{\\sin(x)^{999}+\\cos(x)^{999}}", "1"),
     ("\\boxed{999^{999}}", "5"),
     ("\\boxed{\\prod_{k=1}^{999}(x+k)}", "x"),
     # nested radicals / moderate factorials that sympy does finish

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linu
 LIB_TRIALS = 120
 LOG_TRIALS = 40
 TMP_RE = re.compile(r"^\.library\.parquet\.[A-Za-z0-9_]+\.tmp$")
-LOG_TMP_RE = re.compile(r"^\.tmp_[A-Za-z0-9_]+\.parquet$")
+LOG_TMP_RE = re.compile(r"^\.step_\d{8}\.parquet\.[A-Za-z0-9_]+\.tmp$")  # write_table_atomic's temp files
 
 # Shared by the test and the harness (exec'd in both): three clearly different library versions.
 VERSIONS_SRC = textwrap.dedent(
