@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,10 +53,14 @@ def _equivalent(gold, rnd) -> str:
 
     g = _fmt(gold)
     if re.fullmatch(r"-?\d+", g):
-        return rnd.choice([f"{g}.0", f"x = {g}", f"{g} \\text{{ units}}", f"{int(g):,}", f"\\frac{{{2 * int(g)}}}{{2}}"])
+        return rnd.choice(
+            [f"{g}.0", f"x = {g}", f"{g} \\text{{ units}}", f"{int(g):,}", f"\\frac{{{2 * int(g)}}}{{2}}"]
+        )
     m = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", g)
     if m:
-        return rnd.choice([f"{m.group(1)}{m.group(2)}/{m.group(3)}", f"{m.group(1)}\\dfrac{{{m.group(2)}}}{{{m.group(3)}}}"])
+        return rnd.choice(
+            [f"{m.group(1)}{m.group(2)}/{m.group(3)}", f"{m.group(1)}\\dfrac{{{m.group(2)}}}{{{m.group(3)}}}"]
+        )
     return g.replace("\\left", "").replace("\\right", "").replace(" ", "")
 
 
@@ -157,7 +160,10 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     batch = reward.grade_many([c[0] for c in cases], [c[1] for c in cases], timeout_s=args.timeout)
     bt = time.perf_counter() - t
-    print(f"{'arise.reward.grade_many':<28} {len(cases) / bt:10.1f} resp/s   (threads -> worker pool)   same results: {batch == ours}")
+    print(
+        f"{'arise.reward.grade_many':<28} {len(cases) / bt:10.1f} resp/s   (threads -> worker pool)   "
+        f"same results: {batch == ours}"
+    )
 
     try:
         from verl.utils.reward_score import math_reward  # noqa: F401
@@ -176,15 +182,15 @@ def main(argv=None) -> int:
         _report("verl math_reward", vlat, vtotal, len(cases))
 
     by_kind = {}
-    for (resp, gold, k), a in zip(cases, ours):
+    for (resp, gold, k), a in zip(cases, ours, strict=False):
         s = by_kind.setdefault(k, [0, 0])
         s[0] += int(a)
         s[1] += 1
     print("arise correct by kind: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by_kind.items())))
     if theirs is not None:
-        agree = sum(a == b for a, b in zip(ours, theirs))
+        agree = sum(a == b for a, b in zip(ours, theirs, strict=False))
         print(f"agreement arise vs verl: {agree}/{len(cases)} = {agree / len(cases):.1%}")
-        diffs = [(c, a, b) for c, a, b in zip(cases, ours, theirs) if a != b]
+        diffs = [(c, a, b) for c, a, b in zip(cases, ours, theirs, strict=False) if a != b]
         for (resp, gold, k), a, b in diffs[:8]:
             box = reward.extract_boxed(reward._strip_skill_echo(resp))
             print(f"  differs [{k}] gold={str(gold)[:40]!r} boxed={str(box)[:40]!r} arise={a} verl={b}")

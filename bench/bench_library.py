@@ -83,10 +83,15 @@ def percentile(xs: list[float], q: float) -> float:
 
 def summarize(name: str, xs_s: list[float], cpu_s: list[float] | None = None) -> str:
     ms = [x * 1000 for x in xs_s]
-    line = f"{name:<14} wall mean {statistics.fmean(ms):7.3f} ms  p50 {percentile(ms, 50):7.3f}  p99 {percentile(ms, 99):7.3f}  max {max(ms):7.3f}"
+    line = (
+        f"{name:<14} wall mean {statistics.fmean(ms):7.3f} ms  p50 {percentile(ms, 50):7.3f}  "
+        f"p99 {percentile(ms, 99):7.3f}  max {max(ms):7.3f}"
+    )
     if cpu_s:
         c = [x * 1000 for x in cpu_s]
-        line += f"  | cpu mean {statistics.fmean(c):7.3f} ms  p50 {percentile(c, 50):7.3f}  p99 {percentile(c, 99):7.3f}"
+        line += (
+            f"  | cpu mean {statistics.fmean(c):7.3f} ms  p50 {percentile(c, 50):7.3f}  p99 {percentile(c, 99):7.3f}"
+        )
     return line
 
 
@@ -113,7 +118,9 @@ def step_inputs(rng: random.Random, lib: SkillLibrary, k: int, args, *, odd: boo
         if existing and rng.random() < args.dup_frac:
             d = rng.choice(existing).doc
             if odd and rng.random() < 0.5:  # same name and insight up to case / whitespace: still a duplicate
-                d = SkillDoc(d.skill_name.upper(), d.problem_type, "  " + d.key_insight.lower() + " ", d.method[::-1], "other")
+                d = SkillDoc(
+                    d.skill_name.upper(), d.problem_type, "  " + d.key_insight.lower() + " ", d.method[::-1], "other"
+                )
             new.append(d)
         else:
             k += 1
@@ -154,7 +161,17 @@ def run(args, cls=SkillLibrary) -> dict:
             c_both.append(c2 - c0)
     assert len(lib.cache) == args.cache and len(lib.reservoir) <= args.reservoir
     assert SkillLibrary.load(path) == lib
-    return {"step": t_step, "save": t_save, "both": t_both, "cpu_step": c_step, "cpu_save": c_save, "cpu_both": c_both, "lib": lib, "path": path, "prof": prof}
+    return {
+        "step": t_step,
+        "save": t_save,
+        "both": t_both,
+        "cpu_step": c_step,
+        "cpu_save": c_save,
+        "cpu_both": c_both,
+        "lib": lib,
+        "path": path,
+        "prof": prof,
+    }
 
 
 def main(argv=None) -> int:
@@ -181,14 +198,20 @@ def main(argv=None) -> int:
     for name in ("shipped",):
         res = run(args, SkillLibrary)
         lib = res["lib"]
-        print(f"\n[{name} SkillLibrary.step] final: cache {len(lib.cache)}, reservoir {len(lib.reservoir)}, {res['path'].stat().st_size} bytes")
+        print(
+            f"\n[{name} SkillLibrary.step] final: cache {len(lib.cache)}, reservoir {len(lib.reservoir)}, "
+            f"{res['path'].stat().st_size} bytes"
+        )
         print(summarize("step()", res["step"], res["cpu_step"]))
         print(summarize("save()", res["save"], res["cpu_save"]))
         print(summarize("step()+save()", res["both"], res["cpu_both"]))
         mean_both = statistics.fmean(res["both"]) * 1000
         p99_both = percentile([x * 1000 for x in res["both"]], 99)
         verdicts[name] = mean_both <= GOAL_MS
-        print(f"goal <= {GOAL_MS:g} ms per step (mean step()+save()): {'MET' if verdicts[name] else 'NOT MET'} (mean {mean_both:.3f} ms, p99 {p99_both:.3f} ms)")
+        print(
+            f"goal <= {GOAL_MS:g} ms per step (mean step()+save()): {'MET' if verdicts[name] else 'NOT MET'} "
+            f"(mean {mean_both:.3f} ms, p99 {p99_both:.3f} ms)"
+        )
         if res["prof"] is not None:
             s = io.StringIO()
             pstats.Stats(res["prof"], stream=s).sort_stats("cumulative").print_stats(20)

@@ -28,7 +28,12 @@ SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
 
 # (label, how to get seconds from one step's metrics)
 PHASES = [
-    ("generation (incl. scoring, reward)", lambda m: m.get("timing_s/gen", 0.0) - m.get("timing_s/arise_summary", 0.0) - m.get("timing_s/arise_library", 0.0)),
+    (
+        "generation (incl. scoring, reward)",
+        lambda m: (
+            m.get("timing_s/gen", 0.0) - m.get("timing_s/arise_summary", 0.0) - m.get("timing_s/arise_library", 0.0)
+        ),
+    ),
     ("summary rollout O_G+1", lambda m: m.get("timing_s/arise_summary", 0.0)),
     ("library maintenance", lambda m: m.get("timing_s/arise_library", 0.0)),
     ("old log-prob", lambda m: m.get("timing_s/old_log_prob", 0.0)),
@@ -85,8 +90,10 @@ def main(argv=None):
             name = "arise" if arise else "grpo"
             steps[name] += run_once(arise, args.steps, args.phase1_steps, tiny, work / f"{name}_{rep}")
 
-    print(f"\nCPU end-to-end setup (tiny model), {args.reps} runs each, steps 2..{args.steps} of every run, "
-          f"ARISE Phase II from step {args.phase1_steps + 1}; machine: {os.cpu_count()} cores")
+    print(
+        f"\nCPU end-to-end setup (tiny model), {args.reps} runs each, steps 2..{args.steps} of every run, "
+        f"ARISE Phase II from step {args.phase1_steps + 1}; machine: {os.cpu_count()} cores"
+    )
     print(f"\n{'per step (s)':38s} {'GRPO':>9s} {'ARISE':>9s} {'ratio':>7s}")
     for label, get in PHASES:
         g = mean([get(m) for m in steps["grpo"]])
@@ -107,7 +114,10 @@ def main(argv=None):
     print("\ntokens (per trajectory unless noted)       GRPO     ARISE")
     print(f"{'prompt':38s} {grpo_prompt:9.1f} {arise_prompt:9.1f}")
     print(f"{'response':38s} {grpo_response:9.1f} {arise_response:9.1f}")
-    print(f"{'injected skill (prompt overhead)':38s} {0.0:9.1f} {mean([m.get('arise/prompt_overhead_tokens', 0.0) for m in arise_steps]):9.1f}")
+    print(
+        f"{'injected skill (prompt overhead)':38s} {0.0:9.1f} "
+        f"{mean([m.get('arise/prompt_overhead_tokens', 0.0) for m in arise_steps]):9.1f}"
+    )
     print(f"{'scoring tokens per query':38s} {0.0:9.1f} {per_query('arise/scoring_tokens'):9.1f}")
     print(f"{'summary prompt tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_prompt_tokens'):9.1f}")
     print(f"{'summary response tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_response_tokens'):9.1f}")

@@ -36,8 +36,8 @@ run() {  # run <module> <outdir> [local-path] [extra args...]
   local mod="$1" out="$2" src="${3:-}"; shift 3 || shift $#
   local args=(--out "$out" --on-bad "$ON_BAD")
   if [[ -n "$src" ]]; then args+=(--local "$src"); fi
-  echo "==> python -m data_prep.$mod ${args[*]} $*"
-  "$PYTHON" -m "data_prep.$mod" "${args[@]}" "$@"
+  echo "==> python -m recipe.arise.data_prep.$mod ${args[*]} $*"
+  "$PYTHON" -m "recipe.arise.data_prep.$mod" "${args[@]}" "$@"
 }
 
 first_existing() {  # print the first existing path among the arguments

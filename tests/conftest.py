@@ -1,7 +1,7 @@
 """Project test configuration.
 
 verl's wheel installs a top-level ``tests`` package; this suite has no ``__init__.py`` files and
-runs with ``--import-mode=importlib`` (see pyproject/pytest.ini) so pytest collects these files.
+runs with ``--import-mode=importlib`` (see pyproject.toml) so pytest collects these files.
 """
 
 from pathlib import Path

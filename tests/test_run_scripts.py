@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = [
     ("qwen3_4b_arise.sh", {}),
     ("phi4_mini_arise.sh", {}),
-    *[("arise.sh", {"ABLATION": a, "MODEL_PATH": "m"}) for a in ("binary_reward", "random_selection", "no_summary", "no_gate")],
+    *[
+        ("arise.sh", {"ABLATION": a, "MODEL_PATH": "m"})
+        for a in ("binary_reward", "random_selection", "no_summary", "no_gate")
+    ],
     *[("baseline.sh", {"METHOD": m, "MODEL_PATH": "m"}) for m in ("grpo", "drgrpo", "dapo", "gspo")],
 ]
 
@@ -31,7 +34,7 @@ def _overrides(script: str, env: dict) -> tuple[str, list[str]]:
     )
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("ENTRY=")
-    return lines[0][len("ENTRY="):], lines[1:]
+    return lines[0][len("ENTRY=") :], lines[1:]
 
 
 def _compose(entry: str, overrides: list[str]):

@@ -29,7 +29,7 @@ from recipe.arise.selection import select_skill_detailed
 from recipe.arise.skill import SkillDoc
 
 _CONFIGS: dict[int, ARISEConfig] = {}
-_GROUPS: "collections.OrderedDict[tuple, asyncio.Future]" = collections.OrderedDict()
+_GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 
 

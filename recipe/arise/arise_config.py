@@ -8,8 +8,9 @@ paper ambiguity is a switch here, explained in ``docs/design.md``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass
@@ -94,12 +95,12 @@ class ARISEConfig:
         return 1 if int(global_step) <= self.phase1_steps else 2
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "ARISEConfig":
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ARISEConfig:
         """Build from a plain mapping (e.g. ``OmegaConf.to_container(cfg.arise)``); unknown keys fail."""
         return _build(cls, dict(data or {}), "arise")
 
     @classmethod
-    def from_trainer_config(cls, config: Any) -> "ARISEConfig":
+    def from_trainer_config(cls, config: Any) -> ARISEConfig:
         """From the whole trainer config (DictConfig or dict); a missing section means ARISE disabled."""
         section = config.get("arise", None) if hasattr(config, "get") else None
         if section is None:

@@ -73,7 +73,7 @@ def table_rows(results: dict[str, dict[str, float]]) -> tuple[list[str], list[st
 
 def markdown_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
     """One row per (method label, results), columns as in the paper's Table 1."""
-    rows = [(label, dict(zip(*table_rows(results)))) for label, results in runs]
+    rows = [(label, dict(zip(*table_rows(results), strict=False))) for label, results in runs]
     titles = table_rows({s: {"pass@1": 0.0} for _, results in runs for s in results})[0]
     k = max((r["k"] for _, results in runs for r in results.values()), default=0)
     lines = [

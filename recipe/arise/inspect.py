@@ -25,8 +25,9 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from recipe.arise.library import LibraryFormatError, SkillLibrary
 
@@ -244,7 +245,7 @@ def format_table(rows: Sequence[dict[str, Any]], *, full: bool = False) -> str:
         return "  ".join(parts).rstrip()
 
     out = [line(headers), line(["-" * w for w in widths])]
-    for r, cells in zip(rows, body):
+    for r, cells in zip(rows, body, strict=False):
         out.append(line(cells))
         if full:
             out.append(f"    method: {json.dumps(r['method'], ensure_ascii=False)}")
@@ -325,8 +326,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rows = select_rows(library_rows(lib), **select)
     print(_header(lib_path, lib))
-    filters = [f"{k}={v}" for k, v in (("tier", args.tier), ("type", args.ptype), ("name", args.name), ("top", args.top)) if v not in (None, "all")]
-    print(f"{len(rows)} of {len(lib)} entries" + (f" ({', '.join(filters)})" if filters else "") + f", sorted by {args.sort}")
+    filters = [
+        f"{k}={v}"
+        for k, v in (("tier", args.tier), ("type", args.ptype), ("name", args.name), ("top", args.top))
+        if v not in (None, "all")
+    ]
+    print(
+        f"{len(rows)} of {len(lib)} entries"
+        + (f" ({', '.join(filters)})" if filters else "")
+        + f", sorted by {args.sort}"
+    )
     print()
     if rows:
         print(format_table(rows, full=args.full))

@@ -15,9 +15,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,9 @@ class SkillLibrary:
         self.trial_uses = int(trial_uses)
         self.trial_steps = int(trial_steps)
         self.max_protected = (
-            max(0, self.cache_capacity // 2) if max_protected is None else max(0, min(int(max_protected), self.cache_capacity))
+            max(0, self.cache_capacity // 2)
+            if max_protected is None
+            else max(0, min(int(max_protected), self.cache_capacity))
         )
         self.delete_percentile = float(delete_percentile)
         self.success_threshold = float(success_threshold)
@@ -331,7 +334,9 @@ class SkillLibrary:
         ev.protected = [e.skill_id for e in self.cache if e.skill_id in protected]
         excess = len(self.cache) - self.cache_capacity
         if excess > 0:  # the `excess` lowest unprotected entries (then protected ones), lowest first
-            victims = sorted((e for e in self.cache if e.skill_id not in protected), key=SkillEntry._sort_key_low)[:excess]
+            victims = sorted((e for e in self.cache if e.skill_id not in protected), key=SkillEntry._sort_key_low)[
+                :excess
+            ]
             if len(victims) < excess:
                 rest = sorted((e for e in self.cache if e.skill_id in protected), key=SkillEntry._sort_key_low)
                 victims += rest[: excess - len(victims)]
@@ -374,7 +379,9 @@ class SkillLibrary:
         # ---- OVERFLOW (not in the paper): keep len(reservoir) <= C_r
         excess = len(self.reservoir) - self.reservoir_capacity
         if excess > 0:
-            victims = sorted(self.reservoir, key=lambda e: (e.usage_count > 0, e.utility, e.usage_count, e.created_step, e.skill_id))[:excess]
+            victims = sorted(
+                self.reservoir, key=lambda e: (e.usage_count > 0, e.utility, e.usage_count, e.created_step, e.skill_id)
+            )[:excess]
             gone = {id(e) for e in victims}
             self.reservoir[:] = [e for e in self.reservoir if id(e) not in gone]
             ev.overflow.extend(e.skill_id for e in victims)
@@ -430,7 +437,9 @@ class SkillLibrary:
         return {"config": self._config(), "records": self.to_records()}
 
     @classmethod
-    def from_records(cls, records: Sequence[dict[str, Any]], config: dict[str, Any] | None = None, *, source: str = "<records>") -> "SkillLibrary":
+    def from_records(
+        cls, records: Sequence[dict[str, Any]], config: dict[str, Any] | None = None, *, source: str = "<records>"
+    ) -> SkillLibrary:
         cfg = dict(config or {})
         version = cfg.get("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
@@ -479,7 +488,7 @@ class SkillLibrary:
         return lib
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> "SkillLibrary":
+    def from_state_dict(cls, state: dict[str, Any]) -> SkillLibrary:
         return cls.from_records(state["records"], state["config"], source="<state_dict>")
 
     def __eq__(self, other: object) -> bool:
@@ -490,7 +499,10 @@ class SkillLibrary:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"SkillLibrary(cache={len(self.cache)}/{self.cache_capacity}, reservoir={len(self.reservoir)}/{self.reservoir_capacity}, policy={self.new_skill_policy!r})"
+        return (
+            f"SkillLibrary(cache={len(self.cache)}/{self.cache_capacity}, "
+            f"reservoir={len(self.reservoir)}/{self.reservoir_capacity}, policy={self.new_skill_policy!r})"
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Atomically write the library as parquet (temp file + fsync + os.replace + dir fsync)."""
@@ -502,7 +514,7 @@ class SkillLibrary:
         write_table_atomic(table, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "SkillLibrary":
+    def load(cls, path: str | os.PathLike) -> SkillLibrary:
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -42,7 +42,9 @@ def step_rows(step: int, phase: int, events, library) -> list[dict[str, Any]]:
     rows += [row("deleted", sid) for sid in events.deleted]
     rows += [row("overflow", sid) for sid in events.overflow]
     rows += [row("updated", sid) for sid in events.updated]
-    rows += [row("duplicate", d.get("duplicate_of", ""), skill_name=d.get("skill_name")) for d in events.dropped_duplicates]
+    rows += [
+        row("duplicate", d.get("duplicate_of", ""), skill_name=d.get("skill_name")) for d in events.dropped_duplicates
+    ]
     rows += [row("state", entry.skill_id) for entry in library.cache + library.reservoir]
     return rows
 
@@ -84,7 +86,12 @@ def record_resume(log_dir: str | os.PathLike, step: int, source: str, library) -
     import json
 
     Path(log_dir).mkdir(parents=True, exist_ok=True)
-    line = {"step": int(step), "source": str(source), "digest": library_digest(library), "entries": len(library.entries())}
+    line = {
+        "step": int(step),
+        "source": str(source),
+        "digest": library_digest(library),
+        "entries": len(library.entries()),
+    }
     with open(Path(log_dir) / "resumes.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
 

@@ -4,7 +4,8 @@ O_{G+1} (App. D.1, Figure 4).  Framework free."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .skill import SkillDoc
 

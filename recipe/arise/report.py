@@ -32,10 +32,20 @@ import html
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["ReportError", "find_log_dir", "find_metrics", "read_library_log", "read_metrics", "phase_boundary", "build_report", "main"]
+__all__ = [
+    "ReportError",
+    "find_log_dir",
+    "find_metrics",
+    "read_library_log",
+    "read_metrics",
+    "phase_boundary",
+    "build_report",
+    "main",
+]
 
 EVENT_SERIES = (
     ("added", "new skills", "tab:green"),
@@ -107,7 +117,9 @@ def read_library_log(lib_log_dir: str | Path):
         except Exception as e:  # noqa: BLE001 - a damaged file must not kill the whole report
             warnings.append(f"{f.name}: unreadable, skipped ({type(e).__name__}: {e})")
     if not frames:
-        raise ReportError(f"{lib_log_dir}: no readable library log files" + (f" ({'; '.join(warnings)})" if warnings else ""))
+        raise ReportError(
+            f"{lib_log_dir}: no readable library log files" + (f" ({'; '.join(warnings)})" if warnings else "")
+        )
     df = pd.concat(frames, ignore_index=True)
     missing = {"step", "event", "skill_id", "tier", "utility"} - set(df.columns)
     if missing:
@@ -187,7 +199,8 @@ def phase_boundary(
         per = log_df.dropna(subset=["phase"]).groupby("step")["phase"].first()
         sources.append(("library log phase column", [int(s) for s in per.index], [float(v) for v in per.values]))
     for name, steps, vals in sources:
-        for (s0, v0), (s1, v1) in zip(zip(steps, vals), zip(steps[1:], vals[1:])):
+        points = list(zip(steps, vals, strict=True))
+        for (s0, v0), (s1, v1) in zip(points, points[1:], strict=False):
             if v0 < 2 <= v1:
                 return (s0 + s1) / 2.0, f"{name} (1 → 2 between steps {s0} and {s1})"
     return None, "no phase change seen"
@@ -214,7 +227,15 @@ def _library_tables(df) -> dict[str, Any]:
     last = steps[-1]
     final = state[state["step"] == last].copy()
     first_added = df[df["event"] == "added"].groupby("skill_id")["step"].min()
-    return {"steps": steps, "sizes": sizes, "events": events, "state": state, "final": final, "last_step": last, "first_added": first_added}
+    return {
+        "steps": steps,
+        "sizes": sizes,
+        "events": events,
+        "state": state,
+        "final": final,
+        "last_step": last,
+        "first_added": first_added,
+    }
 
 
 def _doc_fields(doc: Any) -> dict[str, Any]:
@@ -249,7 +270,12 @@ _STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "
 
 def _style(i: int, n_points: int) -> dict:
     marker, ls = _STYLES[i % len(_STYLES)]
-    return {"marker": marker if n_points <= 60 else None, "linestyle": ls, "markersize": 6 if i == 0 else 5, "linewidth": 2.2 if i == 0 else 1.5}
+    return {
+        "marker": marker if n_points <= 60 else None,
+        "linestyle": ls,
+        "markersize": 6 if i == 0 else 5,
+        "linewidth": 2.2 if i == 0 else 1.5,
+    }
 
 
 def _legend_outside(ax, handles=None, labels=None) -> None:
@@ -312,7 +338,7 @@ def _plot_events(t, boundary, path: Path) -> Path:
         # in steady state added = evicted = deleted + overflow: thick-to-thin, dashed, so overlaps stay visible
         widths = (3.2, 2.2, 1.4, 1.2, 1.0)
         dashes = ("-", "--", "-", ":", "-.")
-        for (col, label, color), lw, ls in zip(EVENT_SERIES, widths, dashes):
+        for (col, label, color), lw, ls in zip(EVENT_SERIES, widths, dashes, strict=False):
             y = ev[col].rolling(window, min_periods=1).mean().values if window > 1 else ev[col].values
             ax.plot(steps, y, label=label, color=color, linewidth=lw, linestyle=ls, alpha=0.85)
         _step_axis(ax, steps)
@@ -368,7 +394,13 @@ def _plot_coevolution(metrics, t, boundary, path: Path) -> tuple[Path | None, li
         ax.plot(s, v, label=lbl, **_style(i, len(s)))
     ax.set_ylabel("accuracy / reward")
     ax2 = ax.twinx()
-    ax2.plot(t["steps"], t["sizes"]["total"].values, color="tab:gray", label="library size (right axis)", **dict(_style(3, len(t["steps"])), linewidth=1.5))
+    ax2.plot(
+        t["steps"],
+        t["sizes"]["total"].values,
+        color="tab:gray",
+        label="library size (right axis)",
+        **dict(_style(3, len(t["steps"])), linewidth=1.5),
+    )
     ax2.set_ylabel("library entries")
     ax2.set_ylim(bottom=0, top=max(1, int(t["sizes"]["total"].max())) * 1.2)
     h1, l1 = ax.get_legend_handles_labels()
@@ -410,7 +442,14 @@ def _plot_utility_distribution(t, path: Path) -> Path:
         hi = max(float(v.max()) for v in vals)
         if hi - lo < 1e-9:
             lo, hi = lo - 0.5, hi + 0.5
-        ax2.hist([fc, fr], bins=12, range=(lo, hi), stacked=True, label=[f"cache ({len(fc)})", f"reservoir ({len(fr)})"], color=["tab:blue", "tab:orange"])
+        ax2.hist(
+            [fc, fr],
+            bins=12,
+            range=(lo, hi),
+            stacked=True,
+            label=[f"cache ({len(fc)})", f"reservoir ({len(fr)})"],
+            color=["tab:blue", "tab:orange"],
+        )
         ax2.legend(fontsize=8)
     else:
         ax2.text(0.5, 0.5, "library empty", ha="center", va="center", transform=ax2.transAxes)
@@ -427,7 +466,12 @@ def _plot_utility_trajectories(t, top_ids: Sequence[str], names: dict[str, str],
     state = t["state"]
     for i, sid in enumerate(top_ids):
         rows = state[state["skill_id"] == sid].sort_values("step")
-        ax.plot(rows["step"].values, rows["utility"].values, label=f"{sid} {names.get(sid, '')}"[:40], **dict(_style(i, len(rows)), linewidth=1.5))
+        ax.plot(
+            rows["step"].values,
+            rows["utility"].values,
+            label=f"{sid} {names.get(sid, '')}"[:40],
+            **dict(_style(i, len(rows)), linewidth=1.5),
+        )
     ax.set_ylabel("utility (EMA)")
     ax.set_title("Utility of the final top skills over training")
     _step_axis(ax, t["steps"])
@@ -463,16 +507,20 @@ def _fmt(v: Any, nd: int = 4) -> str:
 
 
 def _top_skills_html(top_rows) -> str:
-    head = "<tr><th>#</th><th>id</th><th>tier</th><th>name</th><th>type</th><th>utility</th><th>uses</th><th>IG proxy</th><th>added at step</th><th>key insight</th><th>method</th><th>check</th></tr>"
+    columns = ("#", "id", "tier", "name", "type", "utility", "uses", "IG proxy", "added at step")
+    columns += ("key insight", "method", "check")
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     body = []
     for i, r in enumerate(top_rows, start=1):
         method = r["method"]
         method_html = "<ol>" + "".join(f"<li>{html.escape(str(m))}</li>" for m in method) + "</ol>" if method else "–"
         body.append(
             "<tr>"
-            f"<td class=num>{i}</td><td><code>{html.escape(r['skill_id'])}</code></td><td>{html.escape(str(r['tier']))}</td>"
+            f"<td class=num>{i}</td><td><code>{html.escape(r['skill_id'])}</code></td>"
+            f"<td>{html.escape(str(r['tier']))}</td>"
             f"<td><b>{html.escape(str(r['skill_name']))}</b></td><td>{html.escape(str(r['problem_type']))}</td>"
-            f"<td class=num>{_fmt(r['utility'])}</td><td class=num>{_fmt(r['usage_count'])}</td><td class=num>{_fmt(r['ig'], 3)}</td><td class=num>{_fmt(r['added_step'])}</td>"
+            f"<td class=num>{_fmt(r['utility'])}</td><td class=num>{_fmt(r['usage_count'])}</td>"
+            f"<td class=num>{_fmt(r['ig'], 3)}</td><td class=num>{_fmt(r['added_step'])}</td>"
             f"<td>{html.escape(str(r['key_insight']))}</td><td>{method_html}</td><td>{html.escape(str(r['check']))}</td>"
             "</tr>"
         )
@@ -558,25 +606,70 @@ def build_report(
     written: dict[str, Path] = {}
     figures: list[tuple[str, str, str]] = []  # (key, title, caption)
     written["library_size"] = _plot_library_size(t, boundary, out / "library_size.png")
-    figures.append(("library_size", "Library size", "Entries in the cache (C_c) and the reservoir (C_r) after each step's maintenance, from the log's state rows."))
+    figures.append(
+        (
+            "library_size",
+            "Library size",
+            "Entries in the cache (C_c) and the reservoir (C_r) after each step's maintenance, from the log's "
+            "state rows.",
+        )
+    )
     written["events"] = _plot_events(t, boundary, out / "events.png")
-    figures.append(("events", "Library events", "Per step: skills added by the summary rollouts (ADD), cache→reservoir evictions (EVICT), reservoir→cache loads (LOAD), reservoir deletions and overflow drops (DELETE), and summaries dropped as duplicates. Long runs are drawn as lines (a rolling mean beyond 200 steps); in steady state added = evicted = deleted, so those lines overlap (thick-to-thin)."))
+    figures.append(
+        (
+            "events",
+            "Library events",
+            "Per step: skills added by the summary rollouts (ADD), cache→reservoir evictions (EVICT), "
+            "reservoir→cache loads (LOAD), reservoir deletions and overflow drops (DELETE), and summaries dropped"
+            " as duplicates. Long runs are drawn as lines (a rolling mean beyond 200 steps); in steady state "
+            "added = evicted = deleted, so those lines overlap (thick-to-thin).",
+        )
+    )
     used_keys: list[str] = []
     p, keys = _plot_rates(metric_rows, boundary, out / "rates.png")
     if p is not None:
         written["rates"] = p
         used_keys += keys
-        figures.append(("rates", "Skill-use and gate-pass rates", "From the tracker metrics: fraction of trajectories conditioned on a skill, fraction of scored queries whose max selection probability passed the confidence gate, fraction of trajectories rewarded R=2, and the summary parse / fallback rates."))
+        figures.append(
+            (
+                "rates",
+                "Skill-use and gate-pass rates",
+                "From the tracker metrics: fraction of trajectories conditioned on a skill, fraction of scored "
+                "queries whose max selection probability passed the confidence gate, fraction of trajectories "
+                "rewarded R=2, and the summary parse / fallback rates.",
+            )
+        )
     p, keys = _plot_coevolution(metric_rows, t, boundary, out / "coevolution.png")
     if p is not None:
         written["coevolution"] = p
         used_keys += keys
-        figures.append(("coevolution", "Policy–library co-evolution", "Training accuracy / mean reward (and validation metrics when logged) next to the total library size."))
+        figures.append(
+            (
+                "coevolution",
+                "Policy–library co-evolution",
+                "Training accuracy / mean reward (and validation metrics when logged) next to the total library size.",
+            )
+        )
     written["utility_distribution"] = _plot_utility_distribution(t, out / "utility_distribution.png")
-    figures.append(("utility_distribution", "Utility distribution", f"Left: cache utilities at up to {MAX_BOX_STEPS} evenly spaced steps (box = quartiles, green triangle = mean, dots = entries). Right: utilities of all entries at the last logged step, stacked by tier."))
+    figures.append(
+        (
+            "utility_distribution",
+            "Utility distribution",
+            f"Left: cache utilities at up to {MAX_BOX_STEPS} evenly spaced steps (box = quartiles, green triangle "
+            f"= mean, dots = entries). Right: utilities of all entries at the last logged step, stacked by tier.",
+        )
+    )
     top_ids = [r["skill_id"] for r in top_rows[:6]]
-    written["utility_trajectories"] = _plot_utility_trajectories(t, top_ids, names, boundary, out / "utility_trajectories.png")
-    figures.append(("utility_trajectories", "Top-skill utility trajectories", "EMA utility of the six highest-utility skills of the last step, over the steps they were in the library."))
+    written["utility_trajectories"] = _plot_utility_trajectories(
+        t, top_ids, names, boundary, out / "utility_trajectories.png"
+    )
+    figures.append(
+        (
+            "utility_trajectories",
+            "Top-skill utility trajectories",
+            "EMA utility of the six highest-utility skills of the last step, over the steps they were in the library.",
+        )
+    )
 
     missing = [k for k in EXPECTED_KEYS if not any(k in row for row in metric_rows.values())]
     ev = t["events"]
@@ -584,7 +677,10 @@ def build_report(
     summary = [
         ("run", str(run_dir)),
         ("library log", f"{lib_log} ({df.attrs.get('files', '?')} step files, steps {t['steps'][0]}–{t['last_step']})"),
-        ("metrics", f"{metrics_path} ({len(metric_rows)} steps)" if metrics_path else "none found (library plots only)"),
+        (
+            "metrics",
+            f"{metrics_path} ({len(metric_rows)} steps)" if metrics_path else "none found (library plots only)",
+        ),
         ("Phase I/II boundary", f"x = {boundary:g} ({boundary_src})" if boundary is not None else boundary_src),
         ("final library", f"cache {int(sizes['cache'].iloc[-1])}, reservoir {int(sizes['reservoir'].iloc[-1])}"),
         ("totals", ", ".join(f"{lbl}: {int(ev[c].sum())}" for c, lbl, _ in EVENT_SERIES)),
@@ -602,14 +698,24 @@ def build_report(
     if warnings:
         parts.append("<p class=warn>" + "<br>".join(html.escape(w) for w in warnings[:20]) + "</p>")
     for key, title, caption in figures:
-        parts.append(f"<h2>{html.escape(title)}</h2><figure>{_img_tag(written[key], title)}<figcaption>{html.escape(caption)} File: <code>{written[key].name}</code>.</figcaption></figure>")
+        parts.append(
+            f"<h2>{html.escape(title)}</h2><figure>{_img_tag(written[key], title)}"
+            f"<figcaption>{html.escape(caption)} File: <code>{written[key].name}</code>.</figcaption></figure>"
+        )
     if "rates" not in written:
-        parts.append("<h2>Skill-use and gate-pass rates</h2><p class=warn>not available: no metrics file or none of the arise/* rate keys in it.</p>")
+        parts.append(
+            "<h2>Skill-use and gate-pass rates</h2><p class=warn>not available: no metrics file or none of the "
+            "arise/* rate keys in it.</p>"
+        )
     parts.append(f"<h2>Top skills by utility at step {t['last_step']}</h2>")
     parts.append(
         "<p>Highest utility first (both tiers). <i>added at step</i>: first <code>added</code> event in the log "
         "(– for seed skills and skills added before the first logged step). <i>IG proxy</i> (App. D.3): "
-        + (f"from the checkpointed library <code>{html.escape(str(lib_path))}</code>." if lib is not None else "– (no checkpointed library for this step).")
+        + (
+            f"from the checkpointed library <code>{html.escape(str(lib_path))}</code>."
+            if lib is not None
+            else "– (no checkpointed library for this step)."
+        )
         + "</p>"
     )
     parts.append(_top_skills_html(top_rows) if top_rows else "<p>library empty</p>")
@@ -623,19 +729,32 @@ def build_report(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m recipe.arise.report", description="HTML report (library log + tracker metrics) of an ARISE run.")
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.arise.report", description="HTML report (library log + tracker metrics) of an ARISE run."
+    )
     p.add_argument("run_dir", help="run folder (holds metrics.jsonl and checkpoints/arise/library_log)")
     p.add_argument("--out", default=None, help="output folder (default RUN_DIR/report)")
     p.add_argument("--metrics", default=None, help="verl file-tracker jsonl (default RUN_DIR/metrics.jsonl)")
-    p.add_argument("--log-dir", default=None, help="folder holding library_log/ (the trainer's arise.log_dir), or library_log itself")
-    p.add_argument("--phase1-steps", type=int, default=None, help="Phase I length (boundary drawn after this step); default: from arise/phase")
+    p.add_argument(
+        "--log-dir",
+        default=None,
+        help="folder holding library_log/ (the trainer's arise.log_dir), or library_log itself",
+    )
+    p.add_argument(
+        "--phase1-steps",
+        type=int,
+        default=None,
+        help="Phase I length (boundary drawn after this step); default: from arise/phase",
+    )
     p.add_argument("--top", type=int, default=15, help="rows of the top-skills table (default 15)")
     args = p.parse_args(argv)
     if not Path(args.run_dir).is_dir() and args.log_dir is None:
         print(f"error: {args.run_dir}: run folder not found", file=sys.stderr)
         return 2
     try:
-        written = build_report(args.run_dir, args.out, args.metrics, args.log_dir, phase1_steps=args.phase1_steps, top=args.top)
+        written = build_report(
+            args.run_dir, args.out, args.metrics, args.log_dir, phase1_steps=args.phase1_steps, top=args.top
+        )
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

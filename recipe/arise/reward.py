@@ -31,8 +31,9 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -574,8 +575,15 @@ def grader_stats() -> dict[str, Any]:
     p = _POOL
     if p is None:
         return {"mode": _CONFIG["mode"], "pool": None}
-    return {"mode": _CONFIG["mode"], "pool_size": p.size, "alive": p.alive, "calls": p.calls,
-            "timeouts": p.timeouts, "kills": p.kills, "broken": p.broken}
+    return {
+        "mode": _CONFIG["mode"],
+        "pool_size": p.size,
+        "alive": p.alive,
+        "calls": p.calls,
+        "timeouts": p.timeouts,
+        "kills": p.kills,
+        "broken": p.broken,
+    }
 
 
 def _inprocess_equal(pred: str, gold: str, timeout_s: float) -> bool:
@@ -695,7 +703,10 @@ def grade(solution_str: Any, ground_truth: Any, timeout_s: float = DEFAULT_TIMEO
 
 
 def grade_many(
-    solutions: Sequence[Any], ground_truths: Sequence[Any], timeout_s: float = DEFAULT_TIMEOUT_S, max_workers: int | None = None
+    solutions: Sequence[Any],
+    ground_truths: Sequence[Any],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_workers: int | None = None,
 ) -> list[bool]:
     """Grade a batch concurrently (threads feeding the worker pool)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -704,7 +715,7 @@ def grade_many(
         raise ValueError("solutions and ground_truths must have the same length")
     n = max_workers or _CONFIG["pool_size"]
     with ThreadPoolExecutor(max_workers=max(1, n)) as ex:
-        return list(ex.map(lambda sg: grade(sg[0], sg[1], timeout_s), zip(solutions, ground_truths)))
+        return list(ex.map(lambda sg: grade(sg[0], sg[1], timeout_s), zip(solutions, ground_truths, strict=False)))
 
 
 # ----------------------------------------------------------------------- reward

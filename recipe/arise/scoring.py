@@ -7,7 +7,8 @@ query prefix is identical for all skills of a query, so vLLM's prefix cache shar
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from recipe.arise.selection import truncate_skill_for_scoring
 
@@ -24,7 +25,9 @@ def scoring_prefix_ids(tokenizer: Any, messages: Sequence[dict], **chat_kwargs) 
     return list(ids) + tokenizer.encode(SCORING_SUFFIX, add_special_tokens=False)
 
 
-def scoring_requests(tokenizer: Any, prefix_ids: list[int], skill_texts: Sequence[str], max_tokens: int) -> list[list[int]]:
+def scoring_requests(
+    tokenizer: Any, prefix_ids: list[int], skill_texts: Sequence[str], max_tokens: int
+) -> list[list[int]]:
     """Prompt ids per skill: prefix + the skill text truncated to ``max_tokens`` tokens."""
     return [prefix_ids + truncate_skill_for_scoring(text, tokenizer, max_tokens) for text in skill_texts]
 

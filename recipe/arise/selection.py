@@ -10,8 +10,9 @@ lead's verl adapter; :func:`truncate_skill_for_scoring` gives the <=128 skill to
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

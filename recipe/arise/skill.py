@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "PROBLEM_TYPES",
@@ -123,11 +124,13 @@ class SkillDoc:
         return _compact(self.to_dict())
 
     # ------------------------------------------------------------- validation
-    def validate(self) -> "SkillDoc":
+    def validate(self) -> SkillDoc:
         """Raise ValueError naming the first field violating the schema; return self."""
         name = self.skill_name
         if not name or len(name) > MAX_NAME_CHARS or not re.fullmatch(r"[a-z0-9]+(?:_[a-z0-9]+)*", name):
-            raise ValueError(f"field 'skill_name': must be non-empty snake_case of at most {MAX_NAME_CHARS} chars, got {name!r}")
+            raise ValueError(
+                f"field 'skill_name': must be non-empty snake_case of at most {MAX_NAME_CHARS} chars, got {name!r}"
+            )
         if self.problem_type not in PROBLEM_TYPES:
             raise ValueError(f"field 'problem_type': must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
         if not self.key_insight.strip() or len(self.key_insight) > MAX_INSIGHT_CHARS:
@@ -152,7 +155,7 @@ class SkillDoc:
         return True
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SkillDoc":
+    def from_dict(cls, d: Mapping[str, Any]) -> SkillDoc:
         """Strict constructor: exact five fields, right types, schema limits."""
         if not isinstance(d, Mapping):
             raise ValueError(f"skill must be a JSON object, got {type(d).__name__}")
@@ -291,7 +294,9 @@ def _shrink(doc: SkillDoc) -> SkillDoc | None:
         key, longest = max(fields, key=lambda kv: len(kv[1]))
         if len(longest) <= 12:
             return None
-        new = _clip(longest[: max(8, len(longest) - over)], MAX_STEP_CHARS if key not in ("insight",) else MAX_INSIGHT_CHARS)
+        new = _clip(
+            longest[: max(8, len(longest) - over)], MAX_STEP_CHARS if key not in ("insight",) else MAX_INSIGHT_CHARS
+        )
         if " " in new[8:]:
             new = new[: new.rfind(" ")].rstrip()
         new = new or longest[:8]

@@ -198,9 +198,7 @@ class ARISETrainer(PPOTrainerSync):
             started = time.perf_counter()
             observations = ray.get(self.skill_pool.drain.remote())
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
-            events = self.library.step(
-                used, new_skills, step=step, global_rewards=[o["reward"] for o in observations]
-            )
+            events = self.library.step(used, new_skills, step=step, global_rewards=[o["reward"] for o in observations])
             self._publish()
             write_step_log(self.arise_log_dir, step, phase, events, self.library)
             maintenance_s = time.perf_counter() - started
@@ -222,7 +220,7 @@ class ARISETrainer(PPOTrainerSync):
         raw_prompts = _as_list(data.pop("raw_prompt"))
         extra_infos = _as_list(data.pop("extra_info"))
 
-        groups: "OrderedDict[str, list[int]]" = OrderedDict()
+        groups: OrderedDict[str, list[int]] = OrderedDict()
         for i, uid in enumerate(uids):
             groups.setdefault(str(uid), []).append(i)
         out = []
@@ -244,7 +242,14 @@ class ARISETrainer(PPOTrainerSync):
         return out
 
     def _summary_rollouts(self, groups: list[dict[str, Any]]):
-        stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0, "response_tokens": 0}
+        stats = {
+            "attempts": len(groups),
+            "parsed": 0,
+            "fallback": 0,
+            "failed": 0,
+            "prompt_tokens": 0,
+            "response_tokens": 0,
+        }
         if not groups:
             return [], stats
         cfg = self.arise.summary

@@ -16,7 +16,12 @@ def test_config_defaults_are_the_paper_table():
     assert (cfg.selection.temperature, cfg.selection.epsilon, cfg.selection.gate) == (1.0, 0.1, 0.35)
     assert cfg.selection.max_skill_tokens == 128
     assert (cfg.library.cache_capacity, cfg.library.reservoir_capacity, cfg.library.ema_beta) == (10, 100, 0.9)
-    assert (cfg.summary.temperature, cfg.summary.top_p, cfg.summary.max_tokens, cfg.summary.max_chars) == (0.7, 0.95, 192, 220)
+    assert (cfg.summary.temperature, cfg.summary.top_p, cfg.summary.max_tokens, cfg.summary.max_chars) == (
+        0.7,
+        0.95,
+        192,
+        220,
+    )
     assert cfg.phase1_steps == 500 and cfg.reward.skill_bonus == 1.0
     assert len(load_seed_skills(cfg.library.seed_skills)) == 5
 

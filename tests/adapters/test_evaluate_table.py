@@ -24,13 +24,20 @@ METRICS = {
 def test_collect_results_keeps_largest_k_and_skill_use():
     results = collect_results(METRICS)
     assert results["aime24"] == {"pass@1": 0.5, "k": 4, "skill_use": 0.75, "reward": 1.2}
-    assert set(results) == {"aime24", "omni_math_algebra", "omni_math_number_theory", "omni_math_combinatorics", "omni_math_geometry", "my_set"}
+    assert set(results) == {
+        "aime24",
+        "omni_math_algebra",
+        "omni_math_number_theory",
+        "omni_math_combinatorics",
+        "omni_math_geometry",
+        "my_set",
+    }
 
 
 def test_table_layout_and_omni_macro_average():
     titles, cells = table_rows(collect_results(METRICS))
     assert titles[:3] == ["AMC 23", "AIME 24", "AIME 25"]
-    row = dict(zip(titles, cells))
+    row = dict(zip(titles, cells, strict=False))
     assert row["AMC 23"] == "—" and row["AIME 24"] == "50.0"
     assert row["Omni Avg."] == "35.0"  # (20 + 30 + 40 + 50) / 4
     assert titles[-1] == "my_set" and row["my_set"] == "25.0"
@@ -38,7 +45,7 @@ def test_table_layout_and_omni_macro_average():
 
 def test_omni_average_needs_all_four_domains():
     results = collect_results({k: v for k, v in METRICS.items() if "geometry" not in k})
-    row = dict(zip(*table_rows(results)))
+    row = dict(zip(*table_rows(results), strict=False))
     assert row["Omni Avg."] == "—"
 
 
@@ -48,7 +55,7 @@ def test_outputs_and_combine(tmp_path):
     data = json.loads((tmp_path / "a" / "eval.json").read_text())
     assert data["method"] == "arise" and data["results"]["aime24"]["pass@1"] == 0.5
     assert "arise,aime24,0.5,0.75,1.2,4" in (tmp_path / "a" / "eval.csv").read_text()
-    table = (tmp_path / "t" / "table.md")
+    table = tmp_path / "t" / "table.md"
     combine([tmp_path / "a", tmp_path / "b"], tmp_path / "t")
     lines = table.read_text().splitlines()
     assert lines[4].startswith("| arise | — | 50.0 |") and lines[5].startswith("| grpo | — | 40.0 |")

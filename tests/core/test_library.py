@@ -1,5 +1,4 @@
 import os
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -9,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recipe.arise.library as libmod
-from recipe.arise.library import LibraryFormatError, SkillEntry, SkillLibrary, StepEvents
+from recipe.arise.library import LibraryFormatError, SkillLibrary
 from recipe.arise.reward import hierarchical_reward
 from recipe.arise.selection import select_skill
 from recipe.arise.skill import SkillDoc, load_seed_skills
@@ -113,7 +112,7 @@ def test_evict_lowest_to_reservoir_keeps_metadata():
     assert ev.evicted == ["s000003"] and lib.tier_of("s000003") == "reservoir"
     lib2 = lit(cache=2, seeds=[doc(0), doc(1)])
     lib2.step([("s000001", 2.0), ("s000001", 2.0)], [], 1)
-    lib2.get("s000003") is None
+    assert lib2.get("s000003") is None
     ev = lib2.step([], [], 2)
     assert ev.evicted == []
     e = lib2.get("s000001")
@@ -347,7 +346,9 @@ def test_load_wrong_columns_types_metadata(tmp_path):
     pq.write_table(t.drop(["utility"]), bad)
     with pytest.raises(LibraryFormatError, match="bad.parquet.*columns"):
         SkillLibrary.load(bad)
-    t2 = t.set_column(t.schema.get_field_index("usage_count"), "usage_count", t.column("usage_count").cast(pa.float64()))
+    t2 = t.set_column(
+        t.schema.get_field_index("usage_count"), "usage_count", t.column("usage_count").cast(pa.float64())
+    )
     pq.write_table(t2, bad)
     with pytest.raises(LibraryFormatError, match="usage_count"):
         SkillLibrary.load(bad)
@@ -401,7 +402,9 @@ op = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(op, min_size=1, max_size=25),
     st.integers(1, 5),

@@ -1,6 +1,12 @@
 import pytest
 
-from recipe.arise.prompts import SKILL_PREFIX, build_summary_prompt, format_skill_injection, inject_skill, summary_messages
+from recipe.arise.prompts import (
+    SKILL_PREFIX,
+    build_summary_prompt,
+    format_skill_injection,
+    inject_skill,
+    summary_messages,
+)
 from recipe.arise.skill import load_seed_skills
 
 SKILL = load_seed_skills()[0]

@@ -93,8 +93,19 @@ def test_grade_basic(resp, gt, ok):
     assert grade(resp, gt, timeout_s=BOUND) is ok
 
 
-@pytest.mark.parametrize("resp,gt", [(None, "1"), (5, "5"), (b"\\boxed{5}", "5"), ("\\boxed{5}", None), ("\\boxed{5}", float("nan")),
-                                     ("\\boxed{5}", {"a": 1}), ("\\boxed{5}", ""), ("\\boxed{5}", True)])
+@pytest.mark.parametrize(
+    "resp,gt",
+    [
+        (None, "1"),
+        (5, "5"),
+        (b"\\boxed{5}", "5"),
+        ("\\boxed{5}", None),
+        ("\\boxed{5}", float("nan")),
+        ("\\boxed{5}", {"a": 1}),
+        ("\\boxed{5}", ""),
+        ("\\boxed{5}", True),
+    ],
+)
 def test_grade_never_raises_on_odd_types(resp, gt):
     assert grade(resp, gt, timeout_s=BOUND) in (True, False)
     assert grade(b"\\boxed{5}", "5") is True
@@ -106,7 +117,10 @@ def test_grade_gold_list_any_match():
 
 # ------------------------------------------------------- realistic responses
 
-SKILL_ECHO = 'SKILL:{"skill_name":"equation_setup","problem_type":"algebra","key_insight":"Use {x} } and \\\\boxed{9} {","method":["Name unknowns","Solve"],"check":"Plug in"}\n'
+SKILL_ECHO = (
+    'SKILL:{"skill_name":"equation_setup","problem_type":"algebra",'
+    '"key_insight":"Use {x} } and \\\\boxed{9} {","method":["Name unknowns","Solve"],"check":"Plug in"}\n'
+)
 
 
 def make_response(problem, answer, *, final=True, echo=False, wrong_first="17"):
@@ -159,7 +173,10 @@ def test_math500_wrong_answers_fail():
     sample = rnd.sample(rows, 60)
     for r in sample:
         other = rnd.choice([x for x in rows if normalize_answer(x["answer"]) != normalize_answer(r["answer"])])
-        assert not grade(make_response(r["problem"], other["answer"]), r["answer"], timeout_s=BOUND), (other["answer"], r["answer"])
+        assert not grade(make_response(r["problem"], other["answer"]), r["answer"], timeout_s=BOUND), (
+            other["answer"],
+            r["answer"],
+        )
 
 
 MATH500_EQUIVALENT_FORMS = [
@@ -171,7 +188,10 @@ MATH500_EQUIVALENT_FORMS = [
     ("-\\frac{\\pi}{6}", "-\\pi/6"),
     ("(-\\infty, 0]", "(-\\infty,0]"),
     ("(-\\infty, 2) \\cup (3, \\infty)", "(-\\infty,2)\\cup(3,\\infty)"),
-    ("\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}", "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\\\ \\frac{5}{3} \\end{pmatrix}"),
+    (
+        "\\begin{pmatrix} -1/3 \\\\ 2/3 \\\\ 5/3 \\end{pmatrix}",
+        "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\\\ \\frac{5}{3} \\end{pmatrix}",
+    ),
     ("18+2\\pi", "2\\pi + 18"),
     ("10,\\!080", "10080"),
     ("\\frac{243}{625}", "0.3888"),

@@ -3,7 +3,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe.arise.selection import Selection, select_skill, select_skill_detailed, selection_probs, truncate_skill_for_scoring
+from recipe.arise.selection import (
+    Selection,
+    select_skill,
+    select_skill_detailed,
+    selection_probs,
+    truncate_skill_for_scoring,
+)
 
 
 def test_softmax_matches_reference_and_is_stable():
@@ -56,13 +62,18 @@ def test_greedy_without_epsilon():
 
 def test_epsilon_one_is_uniform_over_all():
     rng = np.random.default_rng(1)
-    counts = np.bincount([select_skill([0.0, 9.0, 1.0, 2.0], temperature=1.0, epsilon=1.0, gate=0.0, rng=rng) for _ in range(4000)], minlength=4)
+    counts = np.bincount(
+        [select_skill([0.0, 9.0, 1.0, 2.0], temperature=1.0, epsilon=1.0, gate=0.0, rng=rng) for _ in range(4000)],
+        minlength=4,
+    )
     assert np.all(np.abs(counts / 4000 - 0.25) < 0.03)
 
 
 def test_epsilon_rate_and_detail():
     rng = np.random.default_rng(2)
-    sels = [select_skill_detailed([0.0, 9.0, 1.0], temperature=1.0, epsilon=0.1, gate=0.35, rng=rng) for _ in range(5000)]
+    sels = [
+        select_skill_detailed([0.0, 9.0, 1.0], temperature=1.0, epsilon=0.1, gate=0.35, rng=rng) for _ in range(5000)
+    ]
     explored = np.mean([s.explored for s in sels])
     assert 0.08 < explored < 0.12
     picked1 = np.mean([s.index == 1 for s in sels])
@@ -71,8 +82,16 @@ def test_epsilon_rate_and_detail():
 
 
 def test_rng_reproducible():
-    a = [select_skill([0.0, 3.0, 2.9], temperature=1.0, epsilon=0.5, gate=0.0, rng=r) for r in [np.random.default_rng(7)] for _ in range(100)]
-    b = [select_skill([0.0, 3.0, 2.9], temperature=1.0, epsilon=0.5, gate=0.0, rng=r) for r in [np.random.default_rng(7)] for _ in range(100)]
+    a = [
+        select_skill([0.0, 3.0, 2.9], temperature=1.0, epsilon=0.5, gate=0.0, rng=r)
+        for r in [np.random.default_rng(7)]
+        for _ in range(100)
+    ]
+    b = [
+        select_skill([0.0, 3.0, 2.9], temperature=1.0, epsilon=0.5, gate=0.0, rng=r)
+        for r in [np.random.default_rng(7)]
+        for _ in range(100)
+    ]
     assert a == b
 
 
@@ -82,7 +101,12 @@ def test_bad_epsilon():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(allow_nan=False, min_value=-1e6, max_value=1e6), max_size=12), st.floats(0.01, 100), st.floats(0, 1), st.floats(0, 1))
+@given(
+    st.lists(st.floats(allow_nan=False, min_value=-1e6, max_value=1e6), max_size=12),
+    st.floats(0.01, 100),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
 def test_probs_property(scores, t, eps, gate):
     p = selection_probs(scores, t)
     assert p.shape == (len(scores),)

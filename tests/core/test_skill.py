@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import time
 
@@ -56,7 +57,7 @@ def test_to_json_keeps_unicode():
 def test_frozen_and_method_tuple():
     doc = SkillDoc("a", "general", "k", ["s1", "s2"], "c")
     assert doc.method == ("s1", "s2")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         doc.skill_name = "b"  # type: ignore[misc]
 
 
@@ -154,8 +155,12 @@ def test_parse_fewer_than_two_steps_rejected():
 
 
 def test_parse_method_string_split():
-    for m in ["1. Rewrite bases 2. Equate exponents", "Rewrite bases; equate exponents", "Rewrite bases\nEquate exponents",
-              "Rewrite bases. Equate exponents."]:
+    for m in [
+        "1. Rewrite bases 2. Equate exponents",
+        "Rewrite bases; equate exponents",
+        "Rewrite bases\nEquate exponents",
+        "Rewrite bases. Equate exponents.",
+    ]:
         doc = parse_skill(json.dumps({**GOOD, "method": m}))
         assert doc is not None and len(doc.method) == 2, m
 
@@ -171,9 +176,14 @@ def test_parse_over_cap_discard_vs_shrink():
     d = {  # the paper's own Figure-3 example: every field within its limit, total > 220
         "skill_name": "exponential_base_matching",
         "problem_type": "algebra",
-        "key_insight": "When both sides of an equation can be expressed as powers of the same base, set exponents equal",
-        "method": ["Rewrite each side with a common base", "Set the exponents equal and solve",
-                   "Verify the solution satisfies the original"],
+        "key_insight": (
+            "When both sides of an equation can be expressed as powers of the same base, set exponents equal"
+        ),
+        "method": [
+            "Rewrite each side with a common base",
+            "Set the exponents equal and solve",
+            "Verify the solution satisfies the original",
+        ],
         "check": "Substitute back into the original equation",
     }
     assert len(json.dumps(d, separators=(",", ":"))) > 220
@@ -225,12 +235,16 @@ def test_parse_deeply_nested_skill_value():
 
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=200))
-json_val = st.recursive(json_leaf, lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=10), c, max_size=5), max_leaves=20)
+json_val = st.recursive(
+    json_leaf, lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=10), c, max_size=5), max_leaves=20
+)
 skillish = st.fixed_dictionaries(
     {},
     optional={
         "skill_name": st.one_of(st.text(max_size=80), json_val),
-        "problem_type": st.one_of(st.sampled_from(["Algebra", "number theory", "GEOMETRY", "calc", ""]), st.text(max_size=20)),
+        "problem_type": st.one_of(
+            st.sampled_from(["Algebra", "number theory", "GEOMETRY", "calc", ""]), st.text(max_size=20)
+        ),
         "key_insight": st.one_of(st.text(max_size=250), json_val),
         "method": st.one_of(st.lists(st.text(max_size=130), max_size=6), st.text(max_size=300), json_val),
         "check": st.one_of(st.text(max_size=130), json_val),
@@ -270,8 +284,18 @@ def test_fuzz_parse_nested(depth):
 
 @pytest.mark.parametrize(
     "trace",
-    ["", "x", '"' * 1000, "\\" * 1000, "\x00\x01" * 500, "é∑π😀" * 300, "\ud800 lone surrogate " * 50,
-     "Step 1: let x = 2.\n\n\tThen \\boxed{4}" * 40, None, b"\xff\xfe" * 100],
+    [
+        "",
+        "x",
+        '"' * 1000,
+        "\\" * 1000,
+        "\x00\x01" * 500,
+        "é∑π😀" * 300,
+        "\ud800 lone surrogate " * 50,
+        "Step 1: let x = 2.\n\n\tThen \\boxed{4}" * 40,
+        None,
+        b"\xff\xfe" * 100,
+    ],
 )
 def test_fallback_pathological(trace):
     doc = fallback_skill(trace, "Number Theory")
@@ -285,7 +309,7 @@ def test_fallback_pathological(trace):
 def test_fallback_truncates_collapsed_trace():
     doc = fallback_skill("We   set\n\nx = 3 and solve " * 20)
     assert "  " not in doc.key_insight and "\n" not in doc.key_insight
-    assert doc.key_insight[len("Solve by: "):].startswith("We set x = 3 and solve")
+    assert doc.key_insight[len("Solve by: ") :].startswith("We set x = 3 and solve")
     assert len(doc.to_json()) >= 200  # uses the budget
 
 
@@ -301,7 +325,11 @@ def test_fuzz_fallback(trace, ptype):
 def test_seed_skills_file():
     seeds = load_seed_skills()
     assert [s.skill_name for s in seeds] == [
-        "equation_setup", "modular_arithmetic_check", "case_enumeration", "symmetry_exploitation", "extremal_principle",
+        "equation_setup",
+        "modular_arithmetic_check",
+        "case_enumeration",
+        "symmetry_exploitation",
+        "extremal_principle",
     ]
     assert [s.problem_type for s in seeds] == ["algebra", "number_theory", "general", "general", "general"]
     for s in seeds:

@@ -19,12 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RAW = REPO_ROOT.parent / "shared" / "data" / "raw"
-sys.path.insert(0, str(REPO_ROOT))
-
-from data_prep import aime24, aime25, amc23, deepscaler, math500, omni_math  # noqa: E402
-from data_prep.common import (  # noqa: E402
+from recipe.arise.data_prep import aime24, aime25, amc23, deepscaler, math500, omni_math
+from recipe.arise.data_prep.common import (
     INSTRUCTION,
     SCHEMA,
     AnswerError,
@@ -33,6 +29,9 @@ from data_prep.common import (  # noqa: E402
     read_records,
     run_main,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RAW = REPO_ROOT.parent / "shared" / "data" / "raw"
 
 needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw data not found at {RAW}")
 
@@ -135,7 +134,10 @@ def test_map_omni_domain_rules():
     assert m(["Mathematics -> Algebra -> Other", "Mathematics -> Number Theory -> Congruences"]) == "number_theory"
     assert m(["Mathematics -> Geometry -> Plane Geometry", "Mathematics -> Algebra -> X"]) == "geometry"
     assert m(["Mathematics -> Algebra -> Linear Algebra -> Matrices"]) == "algebra"
-    assert m(["Mathematics -> Number Theory -> X", "Mathematics -> Discrete Mathematics -> Combinatorics"]) == "combinatorics"
+    assert (
+        m(["Mathematics -> Number Theory -> X", "Mathematics -> Discrete Mathematics -> Combinatorics"])
+        == "combinatorics"
+    )
     assert m(["Mathematics -> Precalculus -> Trigonometric Functions"]) == "other"
     assert m(["Mathematics -> Calculus -> Integral Calculus"]) == "other"
     assert m(["Mathematics -> Applied Mathematics -> Probability"]) == "other"
@@ -373,7 +375,9 @@ def test_bad_rows_jsonl_are_reported_and_skipped(tmp_path, capsys):
 def test_bad_rows_parquet_reported(tmp_path, capsys):
     src = tmp_path / "bad.parquet"
     pq.write_table(
-        pa.table({"problem": ["ok", "", "ok2", None], "answer": ["1", "2", None, "4"], "domain": [["a"], [], None, []]}),
+        pa.table(
+            {"problem": ["ok", "", "ok2", None], "answer": ["1", "2", None, "4"], "domain": [["a"], [], None, []]}
+        ),
         src,
     )
     omni_math.main(["--local", str(src), "--out", str(tmp_path / "o")])
@@ -414,7 +418,12 @@ def test_read_records_folder_and_formats(tmp_path):
     (d / "ignored.txt").write_text("x")
     recs = read_records(d)
     assert [r.data["problem"] for r in recs] == ["p1", "p2", "p3", "p4"]
-    assert [(Path(r.file).name, r.row) for r in recs] == [("a.json", 0), ("b.jsonl", 0), ("b.jsonl", 1), ("c.parquet", 0)]
+    assert [(Path(r.file).name, r.row) for r in recs] == [
+        ("a.json", 0),
+        ("b.jsonl", 0),
+        ("b.jsonl", 1),
+        ("c.parquet", 0),
+    ]
     with pytest.raises(DataPrepError, match="input not found"):
         read_records(tmp_path / "nope.jsonl")
 
@@ -446,7 +455,9 @@ def test_hf_hub_path_uses_datasets_lazily(tmp_path, monkeypatch):
     assert got[0]["extra_info"]["source_file"] == "hf://AI-MO/aimo-validation-amc:train"
     # several configs are concatenated (opencompass/AIME2025 style)
     calls.clear()
-    aime25.main(["--out", str(tmp_path), "--hf-repo", "opencompass/AIME2025", "--hf-config", "I,II", "--hf-split", "test"])
+    aime25.main(
+        ["--out", str(tmp_path), "--hf-repo", "opencompass/AIME2025", "--hf-config", "I,II", "--hf-split", "test"]
+    )
     assert calls == [("opencompass/AIME2025", ("I",), "test"), ("opencompass/AIME2025", ("II",), "test")]
     got = read_rows(tmp_path / "aime25.parquet")
     assert [r["extra_info"]["question"] for r in got] == ["qI0", "qI1", "qII0", "qII1"]
@@ -460,8 +471,9 @@ def test_hf_hub_path_uses_datasets_lazily(tmp_path, monkeypatch):
 
 def test_modules_do_not_import_heavy_deps():
     code = (
-        "import sys; import data_prep.common, data_prep.deepscaler, data_prep.aime24, data_prep.aime25, "
-        "data_prep.amc23, data_prep.omni_math, data_prep.math500; "
+        "import sys; import recipe.arise.data_prep.common, recipe.arise.data_prep.deepscaler, "
+        "recipe.arise.data_prep.aime24, recipe.arise.data_prep.aime25, "
+        "recipe.arise.data_prep.amc23, recipe.arise.data_prep.omni_math, recipe.arise.data_prep.math500; "
         "bad = [m for m in ('torch', 'verl', 'datasets', 'transformers') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -471,7 +483,15 @@ def test_modules_do_not_import_heavy_deps():
 @needs_raw
 def test_cli_module_invocation(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "data_prep.aime25", "--local", str(raw("aime25/test.jsonl")), "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "recipe.arise.data_prep.aime25",
+            "--local",
+            str(raw("aime25/test.jsonl")),
+            "--out",
+            str(tmp_path),
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -480,7 +500,7 @@ def test_cli_module_invocation(tmp_path):
     assert "wrote" in r.stdout and (tmp_path / "aime25.parquet").exists()
     bad = _write_jsonl(tmp_path / "nocol.jsonl", [{"problem": "p"}])
     r = subprocess.run(
-        [sys.executable, "-m", "data_prep.aime25", "--local", str(bad), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "recipe.arise.data_prep.aime25", "--local", str(bad), "--out", str(tmp_path / "o")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -531,7 +551,9 @@ def _tiny_tokenizer():
     vocab = {"[UNK]": 0, "[PAD]": 1, "<eos>": 2}
     tok = tokenizers.Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="<eos>")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="<eos>"
+    )
     fast.chat_template = (
         "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>{% endif %}"

@@ -139,7 +139,10 @@ def test_inspect_and_report_on_the_run(arise_run, tmp_path):
 
     proc = subprocess.run(
         [sys.executable, "-m", "recipe.arise.inspect", str(arise_run / "checkpoints"), "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
@@ -159,7 +162,12 @@ def test_eval_on_validation_machinery(arise_run, tiny, tmp_path):
         "OUT": str(tmp_path / "eval"),
     }
     proc = subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "eval_arise.sh")], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+        ["bash", str(REPO / "run_scripts" / "eval_arise.sh")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     result = json.loads((tmp_path / "eval" / "eval.json").read_text())["results"]["arise_tiny_addition"]

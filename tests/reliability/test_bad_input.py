@@ -28,12 +28,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_prep import math500
-from data_prep.common import run_main
 from recipe.arise import library as library_mod
 from recipe.arise import reward as rw
+from recipe.arise.data_prep import math500
+from recipe.arise.data_prep.common import run_main
 from recipe.arise.library import LibraryFormatError, SkillLibrary
-from recipe.arise.skill import MAX_DOC_CHARS, MAX_JSON_CANDIDATES, SEED_SKILLS_PATH, SkillDoc, load_seed_skills, parse_skill
+from recipe.arise.skill import (
+    MAX_DOC_CHARS,
+    MAX_JSON_CANDIDATES,
+    SEED_SKILLS_PATH,
+    SkillDoc,
+    load_seed_skills,
+    parse_skill,
+)
 
 GOOD_SKILL = {
     "skill_name": "telescoping_sum",
@@ -47,7 +54,12 @@ GOOD_SKILL = {
 def make_library() -> SkillLibrary:
     seeds = [SkillDoc(f"skill_{i}", "algebra", f"Insight number {i}", ("Do a", "Do b"), "Plug in") for i in range(8)]
     lib = SkillLibrary(cache_capacity=4, reservoir_capacity=6, seed_skills=seeds)
-    lib.step([("s000001", 2.0), ("s000002", 1.0), ("s000002", 0.0)], [SkillDoc("new_one", "geometry", "Draw it", ("x", "y"), "z")], step=1, global_rewards=[2.0, 1.0, 0.0, 1.0])
+    lib.step(
+        [("s000001", 2.0), ("s000002", 1.0), ("s000002", 0.0)],
+        [SkillDoc("new_one", "geometry", "Draw it", ("x", "y"), "z")],
+        step=1,
+        global_rewards=[2.0, 1.0, 0.0, 1.0],
+    )
     return lib
 
 
@@ -72,7 +84,10 @@ def test_truncated_library_parquet_at_every_kind_of_cut(tmp_path, good):
     lib, path, data = good
     snapshot = lib.state_dict()
     n = len(data)
-    cuts = sorted({0, 1, 3, 4, 8, 64, n // 4, n // 2, n - 64, n - 12, n - 8, n - 5, n - 4, n - 1} | set(random.Random(7).sample(range(1, n), 20)))
+    cuts = sorted(
+        {0, 1, 3, 4, 8, 64, n // 4, n // 2, n - 64, n - 12, n - 8, n - 5, n - 4, n - 1}
+        | set(random.Random(7).sample(range(1, n), 20))
+    )
     bad = tmp_path / "bad" / "library.parquet"
     bad.parent.mkdir()
     for cut in cuts:
@@ -95,7 +110,16 @@ def test_truncated_library_parquet_at_every_kind_of_cut(tmp_path, good):
         ("wrong_type", "column 'utility' has type"),
         ("bad_tier", "row 0: field 'tier'"),
     ],
-    ids=["empty", "magic-only", "magic-zeros-magic", "random-bytes", "other-parquet", "bad-metadata", "wrong-type", "bad-tier"],
+    ids=[
+        "empty",
+        "magic-only",
+        "magic-zeros-magic",
+        "random-bytes",
+        "other-parquet",
+        "bad-metadata",
+        "wrong-type",
+        "bad-tier",
+    ],
 )
 def test_malformed_library_parquet_names_file(tmp_path, good, content, expect):
     lib, path, data = good
@@ -107,7 +131,10 @@ def test_malformed_library_parquet_names_file(tmp_path, good, content, expect):
     if content == "dataset":
         pq.write_table(pa.table({"problem": ["1+1"], "answer": ["2"]}), bad)
     elif content == "bad_meta":
-        pq.write_table(pa.Table.from_pylist(recs, schema=schema).replace_schema_metadata({library_mod._META_KEY: b"{not json"}), bad)
+        pq.write_table(
+            pa.Table.from_pylist(recs, schema=schema).replace_schema_metadata({library_mod._META_KEY: b"{not json"}),
+            bad,
+        )
     elif content == "wrong_type":
         t = pa.Table.from_pylist(recs, schema=schema)
         t = t.set_column(schema.get_field_index("utility"), "utility", pa.array([str(r["utility"]) for r in recs]))
@@ -199,7 +226,11 @@ def test_dataset_missing_column_names_file_and_column(tmp_path, capsys, drop, co
         ([27, 204, None, 5], ["27", "204", "5"], {2: "missing answer (null)"}),
         ([27.0, 0.5, float("nan"), None], ["27", "0.5"], {2: "non-finite numeric answer", 3: "missing answer (null)"}),
         ([["1", "2"], [], ["3"]], ["1, 2", "3"], {1: "empty answer list"}),
-        ([{"a": 1}, {"a": 2}, {"a": 3}], [], {0: "unsupported answer type dict", 1: "unsupported answer type dict", 2: "unsupported answer type dict"}),
+        (
+            [{"a": 1}, {"a": 2}, {"a": 3}],
+            [],
+            {0: "unsupported answer type dict", 1: "unsupported answer type dict", 2: "unsupported answer type dict"},
+        ),
         ([True, False, None], [], {0: "boolean answer", 1: "boolean answer", 2: "missing answer (null)"}),
     ],
     ids=["int64", "float64", "list", "struct", "bool"],
@@ -228,7 +259,14 @@ def test_dataset_non_string_answers_normalised_or_reported_by_row(tmp_path, caps
     assert not (tmp_path / "strict" / "math500.parquet").exists()
 
 
-@pytest.mark.parametrize("name, content", [("trunc.parquet", "parquet-head"), ("trunc.json", b'[{"problem": "p", "ans'), ("bin.jsonl", b"\xff\xfe\x00garbage\n")])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("trunc.parquet", "parquet-head"),
+        ("trunc.json", b'[{"problem": "p", "ans'),
+        ("bin.jsonl", b"\xff\xfe\x00garbage\n"),
+    ],
+)
 def test_dataset_unreadable_file_is_a_clear_error(tmp_path, capsys, name, content):
     src = tmp_path / name
     if content == "parquet-head":
@@ -284,7 +322,12 @@ def test_seed_skills_schema_errors_name_file_entry_and_field(tmp_path, entries, 
 
 @pytest.mark.parametrize(
     "raw, expect",
-    [("[{", "invalid JSON"), ('{"not_skills": []}', "expected a JSON list"), ("42", "expected a JSON list"), (None, "cannot read")],
+    [
+        ("[{", "invalid JSON"),
+        ('{"not_skills": []}', "expected a JSON list"),
+        ("42", "expected a JSON list"),
+        (None, "cannot read"),
+    ],
 )
 def test_seed_skills_file_level_errors(tmp_path, raw, expect):
     p = tmp_path / "seeds.json"
@@ -307,12 +350,20 @@ def _repeat_to(s: str, n: int) -> str:
     return (s * (n // len(s) + 1))[:n]
 
 
-huge_text = st.tuples(st.text(min_size=1, max_size=40), st.integers(200_000, 1_100_000), st.sampled_from(["", "prefix", "suffix"])).map(
-    lambda t: {"": _repeat_to(t[0], t[1]), "prefix": GOOD_TEXT + _repeat_to(t[0], t[1]), "suffix": _repeat_to(t[0], t[1]) + GOOD_TEXT}[t[2]]
+huge_text = st.tuples(
+    st.text(min_size=1, max_size=40), st.integers(200_000, 1_100_000), st.sampled_from(["", "prefix", "suffix"])
+).map(
+    lambda t: {
+        "": _repeat_to(t[0], t[1]),
+        "prefix": GOOD_TEXT + _repeat_to(t[0], t[1]),
+        "suffix": _repeat_to(t[0], t[1]) + GOOD_TEXT,
+    }[t[2]]
 )
 binary = st.one_of(
     st.binary(max_size=4000),
-    st.tuples(st.binary(min_size=1, max_size=64), st.integers(100_000, 1_000_000)).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]]),
+    st.tuples(st.binary(min_size=1, max_size=64), st.integers(100_000, 1_000_000)).map(
+        lambda t: (t[0] * (t[1] // len(t[0]) + 1))[: t[1]]
+    ),
     st.binary(max_size=200).map(lambda b: b + GOOD_TEXT.encode() + b),
 )
 nested = st.tuples(
@@ -321,13 +372,15 @@ nested = st.tuples(
     st.sampled_from(["1", '"s"', GOOD_TEXT, "", "{}"]),
     st.booleans(),
 ).map(lambda t: t[1] * t[0] + t[2] + ("" if t[3] else ("}" if t[1].startswith("{") else "]") * t[0]))
-braces = st.tuples(st.sampled_from(["{", "}", "{}", "}{", '{"', "{{}}", '{"skill_name":{', "\\{", "{\n"]), st.integers(1, 300_000), st.booleans()).map(
-    lambda t: t[0] * t[1] + (GOOD_TEXT if t[2] else "")
-)
+braces = st.tuples(
+    st.sampled_from(["{", "}", "{}", "}{", '{"', "{{}}", '{"skill_name":{', "\\{", "{\n"]),
+    st.integers(1, 300_000),
+    st.booleans(),
+).map(lambda t: t[0] * t[1] + (GOOD_TEXT if t[2] else ""))
 # skill-like objects buried in brace noise: the first valid candidate may or may not be reachable
-noisy_skill = st.tuples(st.integers(0, 400), st.integers(0, 400), st.sampled_from(["{", "{}", "{{", "}", "{x", "} {"])).map(
-    lambda t: (t[2] * t[0] + GOOD_TEXT + t[2] * t[1], t[2] * t[0])
-)
+noisy_skill = st.tuples(
+    st.integers(0, 400), st.integers(0, 400), st.sampled_from(["{", "{}", "{{", "}", "{x", "} {"])
+).map(lambda t: (t[2] * t[0] + GOOD_TEXT + t[2] * t[1], t[2] * t[0]))
 
 
 def _check_parse(text) -> SkillDoc | None:
@@ -347,7 +400,12 @@ def _check_parse(text) -> SkillDoc | None:
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
-FUZZ = settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @FUZZ

@@ -28,7 +28,9 @@ from recipe.arise.library import LibraryFormatError, SkillLibrary
 from recipe.arise.library_log import read_log
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="the kill harness forks (Linux)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or sys.platform != "linux", reason="the kill harness forks (Linux)"
+)
 LIB_TRIALS = 120
 LOG_TRIALS = 40
 TMP_RE = re.compile(r"^\.library\.parquet\.[A-Za-z0-9_]+\.tmp$")
@@ -36,7 +38,7 @@ LOG_TMP_RE = re.compile(r"^\.step_\d{8}\.parquet\.[A-Za-z0-9_]+\.tmp$")  # write
 
 # Shared by the test and the harness (exec'd in both): three clearly different library versions.
 VERSIONS_SRC = textwrap.dedent(
-    '''
+    """
     def make_versions():
         from recipe.arise.library import SkillLibrary
         from recipe.arise.skill import SkillDoc
@@ -57,11 +59,11 @@ VERSIONS_SRC = textwrap.dedent(
             return lib
 
         return [build("a", 10, 100, 110, 6), build("b", 10, 40, 50, 3), build("c", 3, 0, 3, 1)]
-    '''
+    """
 )
 
 HARNESS = VERSIONS_SRC + textwrap.dedent(
-    '''
+    """
     import json, os, random, signal, struct, sys, time
     import pandas, pyarrow, pyarrow.parquet  # imported before forking (pyarrow imports pandas lazily), never used here
     from pathlib import Path
@@ -96,7 +98,10 @@ HARNESS = VERSIONS_SRC + textwrap.dedent(
             try:
                 os.close(r)
                 os.write(w, b"R")
-                (child_library if mode == "library" else child_log)(d / "library.parquet" if mode == "library" else d, w)
+                if mode == "library":
+                    child_library(d / "library.parquet", w)
+                else:
+                    child_log(d, w)
             except BaseException:
                 code = 1
             finally:
@@ -115,10 +120,10 @@ HARNESS = VERSIONS_SRC + textwrap.dedent(
             data += chunk
         os.close(r)
         done = [struct.unpack("<I", data[i:i + 4])[0] for i in range(0, len(data) - len(data) % 4, 4)]
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         print(json.dumps({"trial": t, "dir": str(d), "delay_ms": round(delay * 1000, 2),
-                          "last": done[-1] if done else 0, "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}),
-              flush=True)
-    '''
+                          "last": done[-1] if done else 0, "signal": sig}), flush=True)
+    """
 )
 
 
@@ -132,7 +137,11 @@ def run_harness(mode: str, base: Path, trials: int, seed: int) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
         [sys.executable, "-c", HARNESS, mode, str(base), str(trials), str(seed)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -178,7 +187,9 @@ def test_sigkill_during_save_never_leaves_a_partial_library(tmp_path, versions):
         if res["trial"] in no_initial and last == 0:
             allowed = {1 % k}  # no earlier version: only the first save can be there
         matches = [i for i in range(k) if lib == versions[i]]
-        assert matches and matches[0] in allowed, f"trial {res['trial']}: on disk version {matches}, allowed {allowed} ({res})"
+        assert matches and matches[0] in allowed, (
+            f"trial {res['trial']}: on disk version {matches}, allowed {allowed} ({res})"
+        )
         # the temp files are never taken for the library
         assert resolve_library_path(d) == path
         assert pq.read_table(d).num_rows == len(lib)  # parquet dataset discovery skips hidden files

@@ -27,7 +27,9 @@ LONG_INSIGHT = "Write every quantity in terms of one unknown and reduce it all t
 
 
 def doc(name: str, ptype: str = "algebra", insight: str | None = None) -> SkillDoc:
-    return SkillDoc(name, ptype, insight or f"Insight for {name.replace('_', ' ')}", ("First do this", "Then that"), "Plug in").validate()
+    return SkillDoc(
+        name, ptype, insight or f"Insight for {name.replace('_', ' ')}", ("First do this", "Then that"), "Plug in"
+    ).validate()
 
 
 def build_run(root: Path, steps: int = 6, phase1: int = 3, metrics_keys: tuple[str, ...] | None = None) -> dict:
@@ -113,10 +115,16 @@ def test_resolve_library_path_variants(run):
     root = run["root"]
     latest = root / "checkpoints" / "global_step_6" / "arise" / "library.parquet"
     assert insp.resolve_library_path(latest) == latest
-    assert insp.resolve_library_path(root / "checkpoints" / "global_step_4") == root / "checkpoints" / "global_step_4" / "arise" / "library.parquet"
+    assert (
+        insp.resolve_library_path(root / "checkpoints" / "global_step_4")
+        == root / "checkpoints" / "global_step_4" / "arise" / "library.parquet"
+    )
     assert insp.resolve_library_path(root / "checkpoints") == latest  # latest global_step_N
     assert insp.resolve_library_path(root) == latest  # run folder -> checkpoints/
-    assert insp.resolve_library_path(root / "checkpoints" / "global_step_2" / "arise") == root / "checkpoints" / "global_step_2" / "arise" / "library.parquet"
+    assert (
+        insp.resolve_library_path(root / "checkpoints" / "global_step_2" / "arise")
+        == root / "checkpoints" / "global_step_2" / "arise" / "library.parquet"
+    )
 
 
 def test_resolve_ignores_temp_files_and_unfinished_checkpoints(tmp_path):
@@ -167,7 +175,9 @@ def test_age_falls_back_to_max_updated_step(run):
     lib.last_step = None
     ref = max(max(e.updated_step, e.created_step) for e in lib.entries())
     assert insp.library_reference_step(lib) == ref
-    assert {r["id"]: r["age"] for r in insp.library_rows(lib)} == {e.skill_id: ref - e.created_step for e in lib.entries()}
+    assert {r["id"]: r["age"] for r in insp.library_rows(lib)} == {
+        e.skill_id: ref - e.created_step for e in lib.entries()
+    }
 
 
 @pytest.mark.parametrize(
@@ -192,7 +202,9 @@ def test_sort_ig_puts_unknown_last(run, capsys):
 def test_filters_and_top(run, capsys):
     lib = run["saved"][6]
     assert [r["id"] for r in json_rows(capsys, run["root"], "--tier", "cache")] == lib.cache_ids()
-    assert [r["id"] for r in json_rows(capsys, run["root"], "--tier", "reservoir")] == [e.skill_id for e in lib.reservoir]
+    assert [r["id"] for r in json_rows(capsys, run["root"], "--tier", "reservoir")] == [
+        e.skill_id for e in lib.reservoir
+    ]
     alg = json_rows(capsys, run["root"], "--type", "algebra")
     assert alg and {r["id"] for r in alg} == {e.skill_id for e in lib.entries() if e.doc.problem_type == "algebra"}
     named = json_rows(capsys, run["root"], "--name", "SKILL_5")
@@ -242,12 +254,21 @@ def test_errors_exit_2_naming_the_path(tmp_path, capsys):
 def test_module_entry_point(run):
     out = subprocess.run(
         [sys.executable, "-m", "recipe.arise.inspect", str(run["root"]), "--sort", "utility", "--top", "1"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     best = max(run["saved"][6].entries(), key=lambda e: (e.utility, -e.created_step))
     assert best.skill_id in out.stdout and best.doc.skill_name in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "recipe.arise.inspect", "/nonexistent/x.parquet"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "recipe.arise.inspect", "/nonexistent/x.parquet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "/nonexistent/x.parquet" in bad.stderr
 
 
@@ -261,7 +282,15 @@ def report(run, tmp_path_factory):
 
 
 def test_report_writes_valid_pngs_and_html(report):
-    expected = {"library_size", "events", "rates", "coevolution", "utility_distribution", "utility_trajectories", "html"}
+    expected = {
+        "library_size",
+        "events",
+        "rates",
+        "coevolution",
+        "utility_distribution",
+        "utility_trajectories",
+        "html",
+    }
     assert set(report) == expected
     for name, path in report.items():
         assert path.is_file()
@@ -329,7 +358,9 @@ def test_report_without_metrics_and_with_partial_metrics(tmp_path):
 
 def test_report_log_dir_options_and_errors(run, tmp_path, capsys):
     log_root = run["log_root"]
-    a = rep.build_report(tmp_path / "elsewhere", tmp_path / "o1", metrics=run["root"] / "metrics.jsonl", log_dir=log_root)
+    a = rep.build_report(
+        tmp_path / "elsewhere", tmp_path / "o1", metrics=run["root"] / "metrics.jsonl", log_dir=log_root
+    )
     b = rep.build_report(tmp_path / "elsewhere", tmp_path / "o2", log_dir=log_root / "library_log")
     assert a["html"].is_file() and b["html"].is_file() and "rates" in a and "rates" not in b
     # no library log at all: a clear error, exit status 2 from the CLI
@@ -360,7 +391,11 @@ needs_smoke = pytest.mark.skipif(
 
 @needs_smoke
 def test_smoke_run_inspect(capsys):
-    steps = sorted(int(p.name.split("_")[-1]) for p in (SMOKE / "checkpoints").glob("global_step_*") if (p / "arise" / "library.parquet").is_file())
+    steps = sorted(
+        int(p.name.split("_")[-1])
+        for p in (SMOKE / "checkpoints").glob("global_step_*")
+        if (p / "arise" / "library.parquet").is_file()
+    )
     lib = SkillLibrary.load(SMOKE / "checkpoints" / f"global_step_{steps[-1]}" / "arise" / "library.parquet")
     rows = json_rows(capsys, SMOKE / "checkpoints", "--tier", "cache")
     assert [r["id"] for r in rows] == lib.cache_ids()

@@ -2,7 +2,7 @@
 
 import types
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from verl.plugin.platform.platform_base import PlatformBase
@@ -70,7 +70,7 @@ class PlatformCPU(PlatformBase):
     def set_device(self, device_index: int) -> None:
         return None
 
-    def synchronize(self, device_index: Optional[int] = None) -> None:
+    def synchronize(self, device_index: int | None = None) -> None:
         return None
 
     def manual_seed(self, seed: int) -> None:

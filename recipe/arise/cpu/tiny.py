@@ -206,7 +206,9 @@ def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 250, seed: in
     corpus = [question(a, b) + " " + solution(a, b) for a, b in pairs]
     corpus += [build_summary_prompt(question(a, b), [solution(a, b)]) for a, b in pairs[:10]]
     corpus += [
-        inject_skill([{"role": "user", "content": question(a, b)}], s)[0]["content"] for (a, b) in pairs[:10] for s in seeds
+        inject_skill([{"role": "user", "content": question(a, b)}], s)[0]["content"]
+        for (a, b) in pairs[:10]
+        for s in seeds
     ]
     corpus += skill_texts * 5
     tokenizer = build_tokenizer(model_dir, corpus)

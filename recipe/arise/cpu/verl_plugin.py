@@ -39,7 +39,8 @@ class _VllmAliasFinder(DistributionFinder):
     def find_spec(self, *args, **kwargs):
         return None
 
-    def find_distributions(self, context=DistributionFinder.Context()):
+    def find_distributions(self, context=None):
+        context = context or DistributionFinder.Context()
         if context.name not in ("vllm",):
             return []
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from data_prep.common import (
+from recipe.arise.data_prep.common import (
     DataPrepError,
     clean_float,
     clean_int,
@@ -85,8 +85,14 @@ def _rows_from(records, args, component: str | None) -> list[dict]:
 
 
 def main(argv=None):
-    parser = make_parser(__doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE)
-    parser.add_argument("--components", default=None, help="folder with DeepScaleR component files (amc/omni_math/aime/still/math .json)")
+    parser = make_parser(
+        __doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE
+    )
+    parser.add_argument(
+        "--components",
+        default=None,
+        help="folder with DeepScaleR component files (amc/omni_math/aime/still/math .json)",
+    )
     parser.add_argument("--no-dedupe", action="store_true", help="keep exact duplicate problems")
     args = parse_args(parser, argv)
 
@@ -106,7 +112,9 @@ def main(argv=None):
     if comp_dir is not None:
         files = _component_files(comp_dir)
         if not files:
-            raise DataPrepError(f"{comp_dir}: no DeepScaleR component files ({', '.join(c + '.json' for c in COMPONENTS)})")
+            raise DataPrepError(
+                f"{comp_dir}: no DeepScaleR component files ({', '.join(c + '.json' for c in COMPONENTS)})"
+            )
         rows, counts = [], {}
         for c, f in files.items():
             recs = read_records(f, args._bad)
@@ -125,7 +133,8 @@ def main(argv=None):
             msg += (
                 f"MISSING components: {', '.join(missing)}. This is NOT the paper's DeepScaleR-Preview set\n"
                 f"({FULL_SIZE} problems); only {total} raw records ({total / FULL_SIZE:.1%}). Training results will\n"
-                f"not be comparable. Get the full set with: python -m data_prep.deepscaler --out DIR (HF hub)."
+                "not be comparable. Get the full set with: "
+                "python -m recipe.arise.data_prep.deepscaler --out DIR (HF hub)."
             )
         else:
             msg += "All five components present, but the notebook's sympy-parsability filter is not applied."

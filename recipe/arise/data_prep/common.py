@@ -25,9 +25,10 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -553,11 +554,19 @@ def write_parquet_atomic(rows: list[dict], out_path: str | os.PathLike) -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def make_parser(description: str, *, default_hf_repo: str, default_split: str, default_name: str) -> argparse.ArgumentParser:
+def make_parser(
+    description: str, *, default_hf_repo: str, default_split: str, default_name: str
+) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--local", default=None, help="local .json/.jsonl/.parquet file or folder (default: read from the HF hub)")
+    p.add_argument(
+        "--local", default=None, help="local .json/.jsonl/.parquet file or folder (default: read from the HF hub)"
+    )
     p.add_argument("--hf-repo", default=default_hf_repo, help=f"HF hub dataset id (default: {default_hf_repo})")
-    p.add_argument("--hf-config", default=None, help="HF dataset config name(s), comma-separated ones are concatenated (default: none)")
+    p.add_argument(
+        "--hf-config",
+        default=None,
+        help="HF dataset config name(s), comma-separated ones are concatenated (default: none)",
+    )
     p.add_argument("--hf-split", default=default_split, help=f"HF split (default: {default_split})")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--name", default=default_name, help=f"output file stem (default: {default_name})")

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import sys
 
-from data_prep.common import make_parser, parse_args, prepare_competition, run_main
+from recipe.arise.data_prep.common import make_parser, parse_args, prepare_competition, run_main
 
 DATA_SOURCE = "aime25"
 HF_REPO = "yentinglin/aime_2025"
 
 
 def main(argv=None):
-    parser = make_parser(__doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE)
+    parser = make_parser(
+        __doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE
+    )
     args = parse_args(parser, argv)
     return prepare_competition(args, data_source=DATA_SOURCE, year=2025, expected_rows=30, strip_leading_zeros=True)
 

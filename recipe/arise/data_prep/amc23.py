@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import sys
 
-from data_prep.common import make_parser, parse_args, prepare_competition, run_main
+from recipe.arise.data_prep.common import make_parser, parse_args, prepare_competition, run_main
 
 DATA_SOURCE = "amc23"
 HF_REPO = "AI-MO/aimo-validation-amc"
 
 
 def main(argv=None):
-    parser = make_parser(__doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE)
+    parser = make_parser(
+        __doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="train", default_name=DATA_SOURCE
+    )
     args = parse_args(parser, argv)
     return prepare_competition(args, data_source=DATA_SOURCE, year=2023, expected_rows=40, strip_leading_zeros=False)
 

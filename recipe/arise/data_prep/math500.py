@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sys
 
-from data_prep.common import (
+from recipe.arise.data_prep.common import (
     ANSWER_COLS,
     PROBLEM_COLS,
     clean_float,
@@ -40,7 +40,9 @@ def _level(x):
 
 
 def main(argv=None):
-    parser = make_parser(__doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="test", default_name=DATA_SOURCE)
+    parser = make_parser(
+        __doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="test", default_name=DATA_SOURCE
+    )
     args = parse_args(parser, argv)
     records = load_input(args)
     resolve_column(records, PROBLEM_COLS, DATA_SOURCE)

@@ -1,4 +1,5 @@
-"""Omni-MATH -> ``{out}/omni_math.parquet`` + per-domain ``{out}/omni_math_{algebra,number_theory,combinatorics,geometry}.parquet``.
+"""Omni-MATH -> ``{out}/omni_math.parquet`` + per-domain ``{out}/omni_math_<domain>.parquet``
+(domain: algebra, number_theory, combinatorics, geometry).
 
 HF default: KbsdJames/Omni-MATH (split "test", 4,428 problems: domain, difficulty, problem, solution,
 answer, source). The full set is NOT available locally; ``--local`` accepts the full Omni-Math.jsonl
@@ -22,7 +23,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from data_prep.common import (
+from recipe.arise.data_prep.common import (
     clean_float,
     finish,
     get_field,
@@ -91,7 +92,9 @@ def map_omni_domain(paths) -> str:
 
 
 def main(argv=None):
-    parser = make_parser(__doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="test", default_name=DATA_SOURCE)
+    parser = make_parser(
+        __doc__.splitlines()[0], default_hf_repo=HF_REPO, default_split="test", default_name=DATA_SOURCE
+    )
     parser.add_argument(
         "--suffix-domain-data-source",
         action=argparse.BooleanOptionalAction,

@@ -1,0 +1,27 @@
+"""Packaging habits: one verl pin, `recipe` a namespace package, no bare top-level packages."""
+
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def test_verl_pin_matches_required_verl():
+    pin = (REPO / "REQUIRED_VERL.txt").read_text().strip()
+    deps = _pyproject()["project"]["dependencies"]
+    assert pin in deps, f"pyproject.toml pins {[d for d in deps if d.startswith('verl')]}, REQUIRED_VERL.txt {pin}"
+
+
+def test_recipe_is_a_namespace_package():
+    assert not (REPO / "recipe" / "__init__.py").exists()
+    find = _pyproject()["tool"]["setuptools"]["packages"]["find"]
+    assert find["namespaces"] is True and find["include"] == ["recipe.arise*"]
+
+
+def test_no_bare_top_level_python_packages():
+    bare = [p.name for p in REPO.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert bare == [], f"top-level Python packages would claim generic import names: {bare}"
