@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # ARISE on GPUs (paper setup). usage: MODEL_PATH=... run_scripts/arise.sh [hydra overrides]
 # Ablations (paper Table 2), each one switch:  ABLATION=binary_reward|random_selection|no_summary|no_gate
+# PRINT_OVERRIDES=1 prints the entry and overrides; SKIP_PREFLIGHT=1 skips recipe.arise.preflight.
+# CPU=1 layers run_scripts/cpu_env.sh on top (what run_scripts/cpu_smoke_arise.sh does).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (e.g. Qwen/Qwen3-4B-Instruct-2507)}"
 EXPERIMENT=${EXPERIMENT:-arise${ABLATION:+_$ABLATION}}
-source "$HERE/common.sh"
 case "${ABLATION:-}" in
   "") ABLATION_OVERRIDES=() ;;
   binary_reward) ABLATION_OVERRIDES=(arise.reward.binary=true) ;;
@@ -14,6 +15,7 @@ case "${ABLATION:-}" in
   no_gate) ABLATION_OVERRIDES=(arise.selection.use_gate=false) ;;
   *) echo "unknown ABLATION=$ABLATION (binary_reward|random_selection|no_summary|no_gate)" >&2; exit 2 ;;
 esac
+source "$HERE/common.sh"
 run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" \
   arise.phase1_steps=${PHASE1_STEPS:-500} \
-  "${ABLATION_OVERRIDES[@]}" "$@"
+  ${ABLATION_OVERRIDES[@]+"${ABLATION_OVERRIDES[@]}"} "$@"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# GRPO-family baselines with verl's own config keys, same budget as ARISE (paper Table 1).
+# GRPO-family baselines (paper Table 1) through the ARISE trainer with arise.enable=false: the same
+# entry, data, budget, dynamic sampling (algorithm.filter_groups) and grader as ARISE; each method
+# is verl's own config keys on top (docs/gpu.md: baselines).
 # usage: METHOD=grpo|drgrpo|dapo|gspo MODEL_PATH=... run_scripts/baseline.sh [hydra overrides]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -7,6 +9,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 METHOD=${METHOD:-grpo}
 EXPERIMENT=${EXPERIMENT:-$METHOD}
 source "$HERE/common.sh"
+OVERLONG_BUFFER=${OVERLONG_BUFFER:-$((MAX_RESPONSE / 5))} # DAPO's L_cache / L_max = 4096 / 20480
 case "$METHOD" in
   grpo) METHOD_OVERRIDES=() ;;
   drgrpo) METHOD_OVERRIDES=(
@@ -18,7 +21,16 @@ case "$METHOD" in
       actor_rollout_ref.actor.loss_agg_mode=token-mean
       algorithm.filter_groups.enable=True
       algorithm.filter_groups.metric=acc
-      reward.reward_manager.name=dapo) ;;
+      # verl's DAPO reward manager (overlong reward shaping) around the project's grader
+      reward.reward_manager.source=register
+      reward.reward_manager.name=dapo
+      reward.custom_reward_function.path=pkg://recipe.arise.verl_score
+      reward.custom_reward_function.name=compute_score
+      ++reward.reward_kwargs.overlong_buffer_cfg.enable=True
+      ++reward.reward_kwargs.overlong_buffer_cfg.len=$OVERLONG_BUFFER
+      ++reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0
+      ++reward.reward_kwargs.overlong_buffer_cfg.log=False
+      ++reward.reward_kwargs.max_resp_len=$MAX_RESPONSE) ;;
   gspo) METHOD_OVERRIDES=(
       actor_rollout_ref.actor.policy_loss.loss_mode=gspo
       actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean
@@ -26,8 +38,5 @@ case "$METHOD" in
       actor_rollout_ref.actor.clip_ratio_high=0.0004) ;;
   *) echo "unknown METHOD=$METHOD (grpo|drgrpo|dapo|gspo)" >&2; exit 2 ;;
 esac
-# Same reward as ARISE's Phase I (the project's bounded math-verify grader), binary.
-run_main verl.trainer.main_ppo "${COMMON_OVERRIDES[@]}" \
-  reward.custom_reward_function.path=pkg://recipe.arise.verl_score \
-  reward.custom_reward_function.name=compute_score \
-  "${METHOD_OVERRIDES[@]}" "$@"
+run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" arise.enable=false \
+  ${METHOD_OVERRIDES[@]+"${METHOD_OVERRIDES[@]}"} "$@"

@@ -1,50 +1,108 @@
-# Settings shared by ARISE and every GRPO-family baseline (paper §4.1, App. A.1): same data,
-# same budget. Source it, then append method-specific overrides to COMMON_OVERRIDES.
-# Every path and size can be overridden by environment variables.
-DATA_DIR=${DATA_DIR:-$HOME/data/arise}
+# Settings shared by ARISE, its ablations, the GRPO-family baselines and the evaluation (paper §4.1,
+# App. A.1): same data, same budget, same engine. Source it after setting MODEL_PATH; it defines
+#   ENGINE_OVERRIDES  model, attention, lengths, batch sizes, rollout engine, GPUs (training and evaluation)
+#   TRAIN_OVERRIDES   data, optimiser, algorithm, trainer, logging (training only)
+#   COMMON_OVERRIDES  ENGINE + TRAIN, then the CPU layer when CPU=1
+#   EVAL_OVERRIDES    ENGINE, then the CPU layer when CPU=1
+#   run_main ENTRY OVERRIDES...   preflight, then `python -m ENTRY OVERRIDES...`
+# Every path and size is an environment variable (below). CPU=1 layers run_scripts/cpu_env.sh on top
+# (the CPU smoke run and the CPU evaluation take this very path). Decisions: docs/gpu.md.
+RUN_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+
+# the CPU layer first: it sets the CPU platform variables and the tiny run's size defaults
+CPU_LAYER=()
+if [ "${CPU:-0}" = 1 ]; then
+  source "$RUN_SCRIPTS/cpu_env.sh"
+  CPU_LAYER=("${CPU_OVERRIDES[@]}")
+fi
+
+PYTHON=${PYTHON:-python}
+case "$PYTHON" in # a relative PYTHON (e.g. .venv/bin/python) keeps working whatever the cwd later is
+  */*) PYTHON="$(cd "$(dirname "$PYTHON")" 2>/dev/null && pwd)/$(basename "$PYTHON")" ||
+    { echo "PYTHON=$PYTHON: no such file" >&2; exit 2; } ;;
+esac
+[ -e "$MODEL_PATH" ] && MODEL_PATH=$(cd "$MODEL_PATH" && pwd) # a local model: absolute (Ray workers' cwd differs)
+
+DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise}")
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
 VAL_FILES=${VAL_FILES:-"['$DATA_DIR/eval/aime24.parquet','$DATA_DIR/eval/aime25.parquet','$DATA_DIR/eval/amc23.parquet']"}
 NNODES=${NNODES:-1}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 TRAIN_BATCH=${TRAIN_BATCH:-64}              # effective batch of 64 queries per policy update
 GROUP_SIZE=${GROUP_SIZE:-8}                 # G
-MAX_PROMPT=${MAX_PROMPT:-1024}              # room for the question plus an injected skill (~80 tokens)
+MAX_PROMPT=${MAX_PROMPT:-1024}              # the question (data.max_prompt_length; longer ones are filtered out)
 MAX_RESPONSE=${MAX_RESPONSE:-4096}
 LR=${LR:-1e-6}
+LR_WARMUP_STEPS=${LR_WARMUP_STEPS:-50}
+LR_SCHEDULER=${LR_SCHEDULER:-cosine}       # cosine | constant
 TOTAL_STEPS=${TOTAL_STEPS:-2000}
 MICRO_BATCH=${MICRO_BATCH:-4}               # per-device batch 4 (the paper accumulates over 2 steps)
 TP=${TP:-1}
 GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.6}
 SAVE_FREQ=${SAVE_FREQ:-100}
 TEST_FREQ=${TEST_FREQ:-100}
-CKPT_DIR=${CKPT_DIR:-checkpoints/${PROJECT:-arise}/${EXPERIMENT:-run}}
+CKPT_DIR=$(abspath "${CKPT_DIR:-checkpoints/${PROJECT:-arise}/${EXPERIMENT:-run}}")
 LOGGER=${LOGGER:-"['console','file']"}
+STRATEGY=${STRATEGY:-fsdp2}                 # the actor's FSDP engine (the CPU end-to-end run uses the same)
 
-COMMON_OVERRIDES=(
-  data.train_files="$TRAIN_FILES"
-  data.val_files="$VAL_FILES"
-  data.train_batch_size=$TRAIN_BATCH
+# Rollout engine: vllm (default) or sglang (pip install "verl[sglang]==0.9.1"); both return the prompt
+# log-probs the skill scoring needs in verl's layout (tests/contracts/test_prompt_logprobs.py).
+ROLLOUT=${ROLLOUT:-vllm}
+case "$ROLLOUT" in
+  vllm | sglang) ;;
+  *) echo "unknown ROLLOUT=$ROLLOUT (vllm|sglang)" >&2; exit 2 ;;
+esac
+
+# Actor attention: verl defaults to flash_attention_2, which `pip install verl[vllm]` does not install.
+# sdpa ships with torch; with padded micro-batches (REMOVE_PADDING=False) it is the path the CPU
+# end-to-end run exercises. After `pip install flash-attn`: ATTN=flash_attention_2 REMOVE_PADDING=True.
+ATTN=${ATTN:-sdpa}
+REMOVE_PADDING=${REMOVE_PADDING:-False}
+
+# rollout.max_model_len (vLLM otherwise sizes for the model's full context, 262,144 for
+# Qwen3-4B-Instruct-2507): prompt + injected skill + the longer of the response and the summary
+# rollout O_{G+1} (Figure-4 template + 2 traces clipped to 400 chars + 192 new tokens, on top of the
+# question). Scoring requests (prompt + "\nSKILL:" + <=128 skill tokens) fit in prompt + SKILL_ROOM.
+SKILL_ROOM=${SKILL_ROOM:-256}               # "SKILL:{json}\n": a <=220-char skill document
+SUMMARY_ROOM=${SUMMARY_ROOM:-1536}
+MAX_MODEL_LEN=${MAX_MODEL_LEN:-$((MAX_PROMPT + SKILL_ROOM + (MAX_RESPONSE > SUMMARY_ROOM ? MAX_RESPONSE : SUMMARY_ROOM)))}
+
+ENGINE_OVERRIDES=(
+  actor_rollout_ref.model.path="$MODEL_PATH"
+  ++actor_rollout_ref.model.override_config.attn_implementation=$ATTN
+  actor_rollout_ref.model.use_remove_padding=$REMOVE_PADDING
+  actor_rollout_ref.model.enable_gradient_checkpointing=True
   data.max_prompt_length=$MAX_PROMPT
   data.max_response_length=$MAX_RESPONSE
-  data.filter_overlong_prompts=True
-  data.truncation=error
-  actor_rollout_ref.model.path="$MODEL_PATH"
-  actor_rollout_ref.model.use_remove_padding=True
-  actor_rollout_ref.model.enable_gradient_checkpointing=True
-  actor_rollout_ref.actor.optim.lr=$LR
-  actor_rollout_ref.actor.optim.weight_decay=0.01
-  actor_rollout_ref.actor.optim.lr_warmup_steps=50
-  actor_rollout_ref.actor.optim.lr_scheduler_type=cosine
-  actor_rollout_ref.actor.clip_ratio=0.2
+  data.train_batch_size=$TRAIN_BATCH
+  actor_rollout_ref.actor.strategy=$STRATEGY
   actor_rollout_ref.actor.ppo_mini_batch_size=$TRAIN_BATCH
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH
-  actor_rollout_ref.actor.use_kl_loss=False
-  actor_rollout_ref.rollout.name=vllm
-  actor_rollout_ref.rollout.n=$GROUP_SIZE
+  actor_rollout_ref.rollout.name=$ROLLOUT
   actor_rollout_ref.rollout.tensor_model_parallel_size=$TP
   actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEM_UTIL
+  actor_rollout_ref.rollout.max_model_len=$MAX_MODEL_LEN
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=$MICRO_BATCH
   actor_rollout_ref.rollout.enable_prefix_caching=True
+  trainer.n_gpus_per_node=$GPUS_PER_NODE
+  trainer.nnodes=$NNODES
+)
+[ -n "${MAX_NUM_SEQS:-}" ] && ENGINE_OVERRIDES+=(actor_rollout_ref.rollout.max_num_seqs=$MAX_NUM_SEQS)
+
+TRAIN_OVERRIDES=(
+  data.train_files="$TRAIN_FILES"
+  data.val_files="$VAL_FILES"
+  data.filter_overlong_prompts=True
+  data.truncation=error
+  actor_rollout_ref.actor.optim.lr=$LR
+  actor_rollout_ref.actor.optim.weight_decay=0.01
+  actor_rollout_ref.actor.optim.lr_warmup_steps=$LR_WARMUP_STEPS
+  actor_rollout_ref.actor.optim.lr_scheduler_type=$LR_SCHEDULER
+  actor_rollout_ref.actor.clip_ratio=0.2
+  actor_rollout_ref.actor.use_kl_loss=False
+  actor_rollout_ref.rollout.n=$GROUP_SIZE
   actor_rollout_ref.rollout.val_kwargs.n=${VAL_N:-4}
   actor_rollout_ref.rollout.val_kwargs.do_sample=True
   actor_rollout_ref.rollout.val_kwargs.temperature=0.6
@@ -55,21 +113,39 @@ COMMON_OVERRIDES=(
   trainer.project_name=${PROJECT:-arise}
   trainer.experiment_name=${EXPERIMENT:-run}
   trainer.default_local_dir="$CKPT_DIR"
-  trainer.n_gpus_per_node=$GPUS_PER_NODE
-  trainer.nnodes=$NNODES
   trainer.total_training_steps=$TOTAL_STEPS
   trainer.total_epochs=100
   trainer.save_freq=$SAVE_FREQ
   trainer.test_freq=$TEST_FREQ
   trainer.val_before_train=False
 )
+# verl's file logger reads VERL_FILE_LOGGER_PATH in the TaskRunner (a Ray actor): pass it through
+# Ray's runtime env too, so it also holds on a Ray cluster started beforehand
+if [ -n "${VERL_FILE_LOGGER_PATH:-}" ]; then
+  export VERL_FILE_LOGGER_PATH=$(abspath "$VERL_FILE_LOGGER_PATH")
+  TRAIN_OVERRIDES+=("++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH")
+fi
+[ -n "${HYDRA_DIR:-}" ] && TRAIN_OVERRIDES+=("hydra.run.dir=$(abspath "$HYDRA_DIR")")
 
-# run_main ENTRY OVERRIDES... : PRINT_OVERRIDES=1 prints them one per line instead of training
-# (tests/test_run_scripts.py composes every script's overrides against the real config).
+COMMON_OVERRIDES=("${ENGINE_OVERRIDES[@]}" "${TRAIN_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
+EVAL_OVERRIDES=("${ENGINE_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
+
+# run_main ENTRY OVERRIDES...
+#   PRINT_OVERRIDES=1: print ENTRY=<module> and one override per line, start nothing
+#   (tests/test_run_scripts.py composes and validates every script's final config from this)
+#   otherwise: python -m recipe.arise.preflight (config + memory check, no GPU touched) unless
+#   SKIP_PREFLIGHT=1, then the run itself
 run_main() {
-  local entry=$1; shift
+  local entry=$1
+  shift
   if [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
-    echo "ENTRY=$entry"; printf '%s\n' "$@"; return 0
+    echo "ENTRY=$entry"
+    printf '%s\n' "$@"
+    return 0
   fi
-  python -m "$entry" "$@"
+  if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
+    "$PYTHON" -m recipe.arise.preflight "$entry" "$@" ||
+      { echo "[arise] preflight failed (see above); SKIP_PREFLIGHT=1 starts the run anyway" >&2; return 1; }
+  fi
+  "$PYTHON" -m "$entry" "$@"
 }

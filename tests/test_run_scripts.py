@@ -1,18 +1,30 @@
-"""Every GPU run script's hydra overrides must compose against the real configs.
+"""Every run script's final config must compose and pass verl's own validation, without a GPU.
 
-The scripts print their overrides with PRINT_OVERRIDES=1 (run_scripts/common.sh: run_main);
-a renamed or mistyped key fails here instead of in a user's GPU job.
+Each script prints its entry and final hydra overrides with PRINT_OVERRIDES=1 (run_scripts/common.sh:
+run_main; recipe.arise.evaluate --print-overrides). The config is composed and checked with the
+functions of recipe.arise.preflight, the same ones the scripts run before a job starts: verl's
+validate_config and dataclass conversions, no mandatory value unset in a component the run uses,
+rollout.max_model_len >= prompt + response, an actor attention backend the README's GPU install
+provides. Also here: the preflight CLI and its memory estimator (a fake Qwen3-4B config.json).
 """
 
+import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from recipe.arise import preflight
 from recipe.arise.arise_config import ARISEConfig
 
 REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "run_scripts"
+PY = {"PYTHON": sys.executable}
+EVAL = {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", "CKPT": "/ckpt/global_step_2000", **PY}
+
 CASES = [
     ("qwen3_4b_arise.sh", {}),
     ("phi4_mini_arise.sh", {}),
@@ -20,67 +32,378 @@ CASES = [
         ("arise.sh", {"ABLATION": a, "MODEL_PATH": "m"})
         for a in ("binary_reward", "random_selection", "no_summary", "no_gate")
     ],
+    ("arise.sh", {"ROLLOUT": "sglang", "MODEL_PATH": "m"}),
     *[("baseline.sh", {"METHOD": m, "MODEL_PATH": "m"}) for m in ("grpo", "drgrpo", "dapo", "gspo")],
+    ("eval_arise.sh", EVAL),
+    ("eval_arise.sh", {**EVAL, "SKILLS": "false", "DECODING": "greedy"}),
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY}),
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
+    ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
 ]
+IDS = [f"{s}-{'-'.join(v for k, v in e.items() if k not in ('PYTHON', 'OUT_DIR', 'CKPT'))}" for s, e in CASES]
+
+
+def _clean_env(env: dict) -> dict:
+    """The test's environment must not leak run settings into the scripts."""
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "USER")}
+    return {**keep, **env}
 
 
 def _overrides(script: str, env: dict) -> tuple[str, list[str]]:
-    proc = subprocess.run(
-        ["bash", str(REPO / "run_scripts" / script)],
-        env={**os.environ, **env, "PRINT_OVERRIDES": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("ENTRY=")
-    return lines[0][len("ENTRY=") :], lines[1:]
+    return preflight.script_overrides(SCRIPTS / script, env=_clean_env(env))
 
 
-def _compose(entry: str, overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+@pytest.fixture(scope="module")
+def composed():
+    cache = {}
 
-    if entry == "recipe.arise.main_arise":
-        config_dir, name = REPO / "recipe" / "arise" / "config", "arise_trainer"
-    else:
-        import verl.trainer.main_ppo  # noqa: F401
+    def get(script, env):
+        key = (script, tuple(sorted(env.items())))
+        if key not in cache:
+            entry, overrides = _overrides(script, env)
+            cache[key] = (entry, overrides, preflight.compose(entry, overrides))
+        return cache[key]
 
-        config_dir, name = Path(verl.trainer.main_ppo.__file__).parent / "config", "ppo_trainer"
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name=name, overrides=overrides)
+    return get
 
 
-@pytest.mark.parametrize("script,env", CASES, ids=[f"{s}-{'-'.join(e.values())}" for s, e in CASES])
-def test_script_overrides_compose(script, env):
-    entry, overrides = _overrides(script, env)
-    assert entry in ("recipe.arise.main_arise", "verl.trainer.main_ppo")
-    cfg = _compose(entry, overrides)
-    assert cfg.data.train_batch_size == 64 and cfg.actor_rollout_ref.rollout.n == 8
+@pytest.mark.parametrize("script,env", CASES, ids=IDS)
+def test_final_config_passes_verl_validation(script, env, composed):
+    entry, overrides, cfg = composed(script, env)
+    assert entry == "recipe.arise.main_arise"  # baselines and evaluation go through the ARISE trainer too
+    findings = preflight.check_config(cfg, entry, check_paths=False, check_runtime=False)
+    errors = [f.line() for f in findings if f.level == "ERROR"]
+    assert not errors, "\n".join(errors)
+    ran = " ".join(f.what for f in findings)
+    for check in ("validate_config", "RolloutConfig", "reward manager", "ARISE config", "max_model_len"):
+        assert check in ran
+
+    assert preflight.missing_values(cfg) == []
+    assert set(preflight.unused_components(cfg)) >= {"critic", "actor_rollout_ref.ref", "reward.reward_model"}
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.name == env.get("ROLLOUT", "vllm")
+    assert rollout.max_model_len >= cfg.data.max_prompt_length + cfg.data.max_response_length
+    budget = preflight.length_budget(cfg)
+    assert rollout.max_model_len >= max(budget.values())  # the skill-injected prompt, scoring, summary
+    assert preflight.attention_backend(cfg) in preflight.README_GPU_ATTENTION
+    assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"  # the engine the CPU end-to-end run exercises
+
+
+@pytest.mark.parametrize("script,env", [c for c in CASES if c[0] != "cpu_smoke_arise.sh" and "CPU" not in c[1]])
+def test_gpu_settings(script, env, composed):
+    _, _, cfg = composed(script, env)
+    assert cfg.data.train_batch_size == 64 and cfg.trainer.n_gpus_per_node == 8
+    assert cfg.actor_rollout_ref.rollout.max_model_len == 1024 + 256 + 4096
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False  # sdpa pads (docs/gpu.md)
+    if script == "eval_arise.sh":
+        return
+    assert cfg.actor_rollout_ref.rollout.n == 8
     assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.total_training_steps == 2000
-    if entry == "recipe.arise.main_arise":
-        arise = ARISEConfig.from_trainer_config(cfg)
-        assert arise.enable and arise.phase1_steps == 500
-        assert cfg.trainer.v1.trainer_mode == "arise"
-        ablation = env.get("ABLATION")
-        assert arise.reward.binary == (ablation == "binary_reward")
-        assert arise.selection.random == (ablation == "random_selection")
-        assert arise.summary.enable == (ablation != "no_summary")
-        assert arise.selection.use_gate == (ablation != "no_gate")
+    assert cfg.actor_rollout_ref.actor.optim.lr_warmup_steps == 50
+    assert cfg.algorithm.filter_groups.enable  # the same dynamic sampling for ARISE and every baseline
 
 
-def test_unknown_ablation_is_refused():
+@pytest.mark.parametrize("ablation", [None, "binary_reward", "random_selection", "no_summary", "no_gate"])
+def test_arise_and_ablations(ablation, composed):
+    env = {"MODEL_PATH": "m", **({"ABLATION": ablation} if ablation else {})}
+    _, _, cfg = composed("arise.sh", env)
+    arise = ARISEConfig.from_trainer_config(cfg)
+    assert arise.enable and arise.phase1_steps == 500
+    assert cfg.trainer.v1.trainer_mode == "arise"
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "arise_agent"
+    assert arise.reward.binary == (ablation == "binary_reward")
+    assert arise.selection.random == (ablation == "random_selection")
+    assert arise.summary.enable == (ablation != "no_summary")
+    assert arise.selection.use_gate == (ablation != "no_gate")
+
+
+@pytest.mark.parametrize("method", ["grpo", "drgrpo", "dapo", "gspo"])
+def test_baselines_run_through_the_arise_trainer(method, composed):
+    _, _, cfg = composed("baseline.sh", {"METHOD": method, "MODEL_PATH": "m"})
+    assert cfg.trainer.v1.trainer_mode == "arise" and not ARISEConfig.from_trainer_config(cfg).enable
+    actor, algo, reward = cfg.actor_rollout_ref.actor, cfg.algorithm, cfg.reward
+    if method == "dapo":
+        assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
+        assert algo.filter_groups.metric == "acc"
+        assert (reward.reward_manager.source, reward.reward_manager.name) == ("register", "dapo")
+        assert reward.custom_reward_function.path == "pkg://recipe.arise.verl_score"  # the same grader
+        assert reward.reward_kwargs.overlong_buffer_cfg.enable and reward.reward_kwargs.max_resp_len == 4096
+        assert 0 < reward.reward_kwargs.overlong_buffer_cfg.len < 4096
+    else:  # the ARISE reward manager, binary with arise.enable=false: the project's grader
+        assert reward.reward_manager.name == "ARISERewardManager"
+        assert algo.filter_groups.metric == "reward"
+    if method == "drgrpo":
+        assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and algo.norm_adv_by_std_in_grpo is False
+    if method == "gspo":
+        assert actor.policy_loss.loss_mode == "gspo" and actor.loss_agg_mode == "seq-mean-token-mean"
+    if method == "grpo":
+        assert actor.loss_agg_mode == "token-mean" and algo.norm_adv_by_std_in_grpo is True
+
+
+@pytest.mark.parametrize("skills", ["true", "false"])
+def test_evaluation_config(skills, composed):
+    env = {**EVAL, "SKILLS": skills, "OUT": "/tmp/arise_eval_print"}
+    _, overrides, cfg = composed("eval_arise.sh", env)
+    assert cfg.trainer.val_only and cfg.trainer.resume_mode == "resume_path"
+    assert cfg.trainer.resume_from_path == "/ckpt/global_step_2000"
+    assert cfg.arise.enable == (skills == "true")
+    assert cfg.actor_rollout_ref.rollout.val_kwargs.n == 32
+    assert (
+        cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == "/tmp/arise_eval_print/val_metrics.jsonl"
+    )
+    assert cfg.trainer.default_local_dir == "/tmp/arise_eval_print/trainer_state"
+    assert any(o.startswith("hydra.run.dir=") and "/tmp/arise_eval_print/hydra" in o for o in overrides)
+    # the registration env var from arise_trainer.yaml survives the added key
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "recipe.arise.verl_register"
+
+
+def test_cpu_scripts_layer_on_the_gpu_path(composed):
+    gpu_entry, gpu_overrides, _ = composed("arise.sh", {"MODEL_PATH": "m"})
+    _, cpu_overrides, cfg = composed("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY})
+    keys = lambda overrides: {o.split("=", 1)[0].lstrip("+") for o in overrides}  # noqa: E731
+    assert keys(gpu_overrides) <= keys(cpu_overrides)  # every GPU override is in the CPU run too
+    assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.max_model_len == 1024
+    assert cfg.trainer.total_training_steps == 6 and cfg.arise.phase1_steps == 2 and cfg.trainer.save_freq == 2
+    assert cfg.trainer.default_local_dir == "/tmp/arise_print_only/checkpoints"
+    assert cfg.actor_rollout_ref.model.path == "/tmp/arise_print_only/tiny/model"
+    _, _, grpo = composed("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY})
+    assert grpo.arise.enable is False and grpo.trainer.experiment_name == "grpo"
+
+
+def test_cpu_smoke_keeps_its_interface():
+    env = {
+        "OUT_DIR": "rel_out",
+        "TINY_DIR": "/tmp/t",
+        "STEPS": "3",
+        "PHASE1_STEPS": "1",
+        "SAVE_FREQ": "3",
+        "BATCH": "2",
+        "GROUP": "2",
+        "LR": "0.5",
+        "VERL_FILE_LOGGER_PATH": "m.jsonl",
+        **PY,
+    }
+    _, overrides = _overrides("cpu_smoke_arise.sh", env)
+    cfg = preflight.compose("recipe.arise.main_arise", overrides)
+    assert cfg.trainer.total_training_steps == 3 and cfg.arise.phase1_steps == 1 and cfg.trainer.save_freq == 3
+    assert cfg.data.train_batch_size == 2 and cfg.actor_rollout_ref.rollout.n == 2
+    assert cfg.actor_rollout_ref.actor.optim.lr == 0.5
+    assert cfg.actor_rollout_ref.model.path == "/tmp/t/model"
+    assert cfg.trainer.default_local_dir == f"{os.getcwd()}/rel_out/checkpoints"  # relative OUT_DIR made absolute
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == f"{os.getcwd()}/m.jsonl"
+    entry, overrides = preflight.script_overrides(
+        SCRIPTS / "cpu_smoke_arise.sh", ["trainer.val_before_train=True"], env=_clean_env(env)
+    )
+    assert overrides[-1] == "trainer.val_before_train=True"  # extra hydra arguments come last and win
+
+
+@pytest.mark.parametrize(
+    "script,env,message",
+    [
+        ("arise.sh", {"ABLATION": "nope", "MODEL_PATH": "m"}, "unknown ABLATION"),
+        ("baseline.sh", {"METHOD": "ppo", "MODEL_PATH": "m"}, "unknown METHOD"),
+        ("arise.sh", {"ROLLOUT": "trtllm", "MODEL_PATH": "m"}, "unknown ROLLOUT"),
+        ("arise.sh", {"ROLLOUT": "sglang", "CPU": "1", "MODEL_PATH": "m"}, "ROLLOUT=vllm"),
+    ],
+)
+def test_bad_choices_are_refused(script, env, message):
     proc = subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "arise.sh")],
-        env={**os.environ, "PRINT_OVERRIDES": "1", "MODEL_PATH": "m", "ABLATION": "nope"},
+        ["bash", str(SCRIPTS / script)],
+        env=_clean_env({**env, "PRINT_OVERRIDES": "1"}),
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2 and "unknown ABLATION" in proc.stderr
+    assert proc.returncode == 2 and message in proc.stderr
 
 
 def test_mistyped_override_fails_to_compose():
     entry, overrides = _overrides("qwen3_4b_arise.sh", {})
     with pytest.raises(Exception, match="gat"):
-        _compose(entry, overrides + ["arise.selection.gat=0.3"])
+        preflight.compose(entry, overrides + ["arise.selection.gat=0.3"])
+
+
+def test_attention_and_padding_overrides(composed):
+    _, overrides, _ = composed("qwen3_4b_arise.sh", {})
+    entry = "recipe.arise.main_arise"
+    flash = preflight.compose(entry, overrides + ["actor_rollout_ref.model.override_config.attn_implementation=x"])
+    assert preflight.attention_backend(flash) == "x"  # plain key=value works after the script's ++
+    # verl's default when nothing is set: flash_attention_2, which the README install lacks
+    bare = preflight.compose(entry, ["actor_rollout_ref.rollout.name=vllm"])
+    assert preflight.attention_backend(bare) == preflight.VERL_DEFAULT_ATTENTION
+    assert preflight.VERL_DEFAULT_ATTENTION not in preflight.README_GPU_ATTENTION
+    findings = preflight._check_backends(bare, check_runtime=True)
+    if preflight.importlib.util.find_spec("flash_attn") is None:
+        assert any(f.level == "ERROR" and "ATTN=sdpa" in f.fix for f in findings)
+
+
+def test_validation_really_runs(composed):
+    """Broken configs the GPU job would reject at start-up are ERRORs here."""
+    _, overrides, _ = composed("qwen3_4b_arise.sh", {})
+    entry = "recipe.arise.main_arise"
+
+    def errors(*extra):
+        cfg = preflight.compose(entry, overrides + list(extra))
+        return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == "ERROR")
+
+    # verl validate_config: 3 x 3 samples over 8 GPUs; ActorConfig.validate: batch < mini-batch
+    assert "real_train_batch_size" in errors("data.train_batch_size=3", "actor_rollout_ref.rollout.n=3")
+    assert "must be >= actor.ppo_mini_batch_size" in errors("data.train_batch_size=3")
+    assert "loss_agg_mode" in errors("actor_rollout_ref.actor.loss_agg_mode=mean")  # ActorConfig
+    assert "max_model_len" in errors("actor_rollout_ref.rollout.max_model_len=2048")
+    assert "max_model_len is not set" in errors("actor_rollout_ref.rollout.max_model_len=null")
+    assert "Unknown reward manager" in errors(
+        "reward.reward_manager.source=register", "reward.reward_manager.name=nope"
+    )
+    assert "arise.selection.gate" in errors("arise.selection.gate=2")
+    assert "actor_rollout_ref.rollout.name" in errors("actor_rollout_ref.rollout.name=???")  # mandatory
+
+
+def test_eval_without_rollout_name_would_crash():
+    """The evaluation tool sets rollout.name itself (verl's default is ???, MissingMandatoryValue)."""
+    from recipe.arise import evaluate
+
+    args = evaluate.argparse.Namespace(
+        data=["/x/a.parquet"],
+        model="m",
+        k=2,
+        decoding="sampled",
+        temperature=0.6,
+        top_p=0.95,
+        label="arise",
+        out="/tmp/o",
+        checkpoint=None,
+        library=None,
+        no_skills=False,
+        overrides=[],
+    )
+    cfg = preflight.compose("recipe.arise.main_arise", evaluate.build_overrides(args, check_files=False))
+    assert cfg.actor_rollout_ref.rollout.name == "vllm" and not preflight.missing_values(cfg)
+
+
+# ------------------------------------------------------------------ the preflight CLI and estimator
+QWEN3_4B = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 2560,
+    "intermediate_size": 9728,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 262144,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _qwen_cfg(composed, *extra):
+    _, overrides, _ = composed("qwen3_4b_arise.sh", {})
+    return preflight.compose("recipe.arise.main_arise", overrides + list(extra))
+
+
+def test_model_shape_from_config_json(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_4B))
+    config = preflight.read_model_config(str(tmp_path))
+    shape = preflight.model_shape(config, preflight.count_params(str(tmp_path), config))
+    assert abs(shape.num_params / 4.02e9 - 1) < 0.01  # Qwen3-4B: 4.02 B parameters
+    assert (shape.num_layers, shape.num_kv_heads, shape.head_dim) == (36, 8, 128)
+    assert shape.max_position_embeddings == 262144 and not shape.params_counted
+    assert preflight.read_model_config("no-such-org/no-such-model") is None  # no network, no error
+
+
+def test_params_counted_from_safetensors_header(tmp_path):
+    header = {"a": {"dtype": "BF16", "shape": [3, 4], "data_offsets": [0, 24]}, "__metadata__": {}}
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * 24)
+    assert preflight.count_params(str(tmp_path), {}) == 12
+
+
+def test_estimate_paper_setup_fits(composed):
+    shape = preflight.model_shape(QWEN3_4B)
+    est = preflight.estimate_memory(_qwen_cfg(composed), shape, gpu_gib=80.0)
+    assert est.level == "OK", [f.line() for f in est.findings]
+    assert est.kv_bytes_per_token == 2 * 36 * 8 * 128 * 2  # K and V, 36 layers, 8 KV heads x 128, bf16
+    assert abs(est.actor_gib - 4.02e9 * 16 / 8 / 2**30) < 0.1  # fp32 params + grads + AdamW over 8 GPUs
+    assert abs(est.vllm_weights_gib - 4.02e9 * 2 / 2**30) < 0.1
+    assert est.max_model_len == 5376 and est.full_length_seqs >= 40 and est.seqs_per_replica == 64
+    assert est.rollout_peak_gib < 80
+
+
+def test_estimate_without_max_model_len_fails_at_half_memory(composed):
+    """The issue's case: no max_model_len, vLLM sizes for 262,144 tokens at utilisation 0.5."""
+    cfg = _qwen_cfg(composed, "actor_rollout_ref.rollout.max_model_len=null")
+    est = preflight.estimate_memory(cfg, preflight.model_shape(QWEN3_4B), gpu_gib=80.0)
+    assert est.max_model_len == 262144
+    cfg = _qwen_cfg(
+        composed, "actor_rollout_ref.rollout.max_model_len=null", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"
+    )
+    est = preflight.estimate_memory(cfg, preflight.model_shape(QWEN3_4B), gpu_gib=80.0)
+    assert est.level == "ERROR"
+    kv = [f for f in est.findings if "KV cache" in f.what]
+    assert kv and "MAX_MODEL_LEN<=" in kv[0].fix
+
+
+def test_estimate_one_gpu_does_not_fit(composed):
+    cfg = _qwen_cfg(composed, "trainer.n_gpus_per_node=1", "data.train_batch_size=64")
+    est = preflight.estimate_memory(cfg, preflight.model_shape(QWEN3_4B), gpu_gib=80.0)
+    assert est.level == "ERROR"
+    assert any("exceed the GPU" in f.what for f in est.findings)  # 64 GB actor state + 48 GB vLLM
+
+
+def test_estimate_warns_when_the_kv_cache_is_small(composed):
+    cfg = _qwen_cfg(composed, "actor_rollout_ref.rollout.gpu_memory_utilization=0.25")
+    est = preflight.estimate_memory(cfg, preflight.model_shape(QWEN3_4B), gpu_gib=80.0)
+    assert est.level == "WARNING" and "queue" in est.findings[0].what
+
+
+def _preflight_cli(args, env):
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.arise.preflight", *args],
+        cwd=REPO,
+        env=_clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, time.time() - started
+
+
+def test_preflight_cli_on_the_paper_script(tmp_path):
+    model = tmp_path / "qwen3_4b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN3_4B))
+    data = tmp_path / "data"
+    for name in ("train/deepscaler", "eval/aime24", "eval/aime25", "eval/amc23"):
+        (data / f"{name}.parquet").parent.mkdir(parents=True, exist_ok=True)
+        (data / f"{name}.parquet").touch()
+    env = {"MODEL_PATH": str(model), "DATA_DIR": str(data)}
+    proc, _ = _preflight_cli(["--gpu-mem-gib", "80", "run_scripts/qwen3_4b_arise.sh"], env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "memory per GPU (80.0 GiB" in proc.stdout and "verdict: OK" in proc.stdout
+    assert "4.02 B params" in proc.stdout
+
+    # a config error surfaces in seconds, with the override to change
+    proc, seconds = _preflight_cli(["run_scripts/qwen3_4b_arise.sh", "data.train_batch_size=3"], env)
+    assert proc.returncode == 1 and "train_batch_size (3)" in proc.stdout and "verdict: ERROR" in proc.stdout
+    assert seconds < 120
+    # one GPU: the estimate says ERROR and what to change
+    proc, _ = _preflight_cli(["--gpu-mem-gib=80", "run_scripts/qwen3_4b_arise.sh"], {**env, "GPUS_PER_NODE": "1"})
+    assert proc.returncode == 1 and "exceed the GPU" in proc.stdout and "->" in proc.stdout
+
+
+def test_preflight_touches_no_gpu_and_no_ray():
+    code = (
+        "import sys, io, contextlib\n"
+        "from recipe.arise import preflight\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    preflight.run_preflight('recipe.arise.main_arise', ['actor_rollout_ref.rollout.name=vllm'])\n"
+        "import torch, ray\n"
+        "assert not torch.cuda.is_initialized()\n"
+        "assert not ray.is_initialized()\n"
+        "assert 'verl.trainer.constants_ppo' not in sys.modules  # queries the device capability on import\n"
+        "print('clean')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-3000:]

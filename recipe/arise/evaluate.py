@@ -9,6 +9,10 @@ pipeline is active (selection with epsilon = ``arise.selection.val_epsilon`` = 0
 every problem is answered ``k`` times. Pass@1 averaged over the k runs is verl's
 ``val-core/<data_source>/acc/mean@k``. ``--no-skills`` evaluates the same weights without the
 library (baselines). Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
+
+Before the run starts, ``recipe.arise.preflight`` composes and checks the final config (no GPU is
+touched); ``--print-overrides`` prints the run's entry and overrides instead of running (the
+scripts' ``PRINT_OVERRIDES=1``). Everything the run writes stays under ``--out``, whatever the cwd.
 """
 
 from __future__ import annotations
@@ -141,16 +145,40 @@ def read_validation_metrics(path: str | os.PathLike) -> dict[str, float]:
     return found
 
 
-def build_overrides(args) -> list[str]:
+ENTRY = "recipe.arise.main_arise"
+
+
+def _hydra_str(value: str | os.PathLike) -> str:
+    """A value quoted for a hydra override (paths may hold characters hydra would parse)."""
+    text = str(value).replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _local_or_id(path: str) -> str:
+    """A local path made absolute (the run's Ray workers have another cwd); a hub id as given."""
+    return str(Path(path).resolve()) if Path(path).exists() else path
+
+
+def build_overrides(args, check_files: bool = True) -> list[str]:
+    """The validation run's hydra overrides, in three layers (later ones win):
+
+    1. defaults a bare ``python -m recipe.arise.evaluate`` needs (verl leaves ``rollout.name`` at
+       ``???``); the scripts set them again from ``run_scripts/common.sh``;
+    2. the pass-through overrides after ``--`` (the engine settings of ``eval_arise.sh``, yours);
+    3. the keys this tool owns: data files, sampling, val-only, resume, logger and output folders.
+    """
     files = [str(Path(f).resolve()) for f in args.data]
-    for f in files:
-        if not os.path.exists(f):
-            raise FileNotFoundError(f"evaluation data file not found: {f}")
+    if check_files:
+        for f in files:
+            if not os.path.exists(f):
+                raise FileNotFoundError(f"evaluation data file not found: {f}")
+    out = Path(args.out).resolve()
     sampled = args.decoding == "sampled"
-    overrides = [
-        f"data.train_files={files[0]}",  # required by the trainer's set-up; nothing is trained
-        "data.val_files=[" + ",".join(f"'{f}'" for f in files) + "]",
-        f"actor_rollout_ref.model.path={args.model}",
+    defaults = ["actor_rollout_ref.rollout.name=vllm"]
+    owned = [
+        f"data.train_files={_hydra_str(files[0])}",  # required by the trainer's set-up; nothing is trained
+        "data.val_files=[" + ",".join(_hydra_str(f) for f in files) + "]",
+        f"actor_rollout_ref.model.path={_hydra_str(_local_or_id(args.model))}",
         f"actor_rollout_ref.rollout.val_kwargs.n={args.k}",
         f"actor_rollout_ref.rollout.val_kwargs.do_sample={sampled}",
         f"actor_rollout_ref.rollout.val_kwargs.temperature={args.temperature if sampled else 0}",
@@ -159,15 +187,29 @@ def build_overrides(args) -> list[str]:
         "trainer.val_before_train=True",
         "trainer.logger=['console','file']",
         f"trainer.experiment_name=eval_{args.label}",
+        # everything the run writes stays under --out, whatever the cwd: trainer state (the
+        # library log of a resumed checkpoint), hydra's run folder, verl's file logger (read in
+        # the TaskRunner actor, so it also goes through Ray's runtime env: a Ray cluster started
+        # beforehand does not see this process's environment)
+        f"trainer.default_local_dir={_hydra_str(out / 'trainer_state')}",
+        f"hydra.run.dir={_hydra_str(out / 'hydra')}",
+        f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={_hydra_str(metrics_path(args))}",
         f"arise.enable={not args.no_skills}",
     ]
     if args.checkpoint:
-        overrides += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={Path(args.checkpoint).resolve()}"]
+        owned += [
+            "trainer.resume_mode=resume_path",
+            f"trainer.resume_from_path={_hydra_str(Path(args.checkpoint).resolve())}",
+        ]
     else:
-        overrides += ["trainer.resume_mode=disable"]
+        owned += ["trainer.resume_mode=disable"]
     if args.library:
-        overrides.append(f"arise.library.load_from={Path(args.library).resolve()}")
-    return overrides + list(args.overrides)
+        owned.append(f"arise.library.load_from={_hydra_str(Path(args.library).resolve())}")
+    return defaults + list(args.overrides) + owned
+
+
+def metrics_path(args) -> Path:
+    return Path(args.out).resolve() / "val_metrics.jsonl"
 
 
 def main(argv=None) -> int:
@@ -184,6 +226,12 @@ def main(argv=None) -> int:
     parser.add_argument("--no-skills", action="store_true", help="evaluate without the ARISE pipeline (baselines)")
     parser.add_argument("--label", default=None, help="row label in the table (default: arise / no_skills)")
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--print-overrides", action="store_true", help="print ENTRY=<module> and the run's overrides, start nothing"
+    )
+    parser.add_argument(
+        "--skip-preflight", action="store_true", help="do not run recipe.arise.preflight first (also SKIP_PREFLIGHT=1)"
+    )
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides (after --)")
     args = parser.parse_args(argv)
     if args.combine:
@@ -193,21 +241,35 @@ def main(argv=None) -> int:
     if not args.model or not args.data:
         parser.error("--model and --data are required (unless --combine)")
     if args.decoding == "greedy" and args.k != 1:
-        print(f"[eval] greedy decoding gives identical samples; using k=1 instead of k={args.k}")
+        if not args.print_overrides:
+            print(f"[eval] greedy decoding gives identical samples; using k=1 instead of k={args.k}")
         args.k = 1
     args.label = args.label or ("no_skills" if args.no_skills else "arise")
 
+    if args.print_overrides:
+        print(f"ENTRY={ENTRY}")
+        print("\n".join(build_overrides(args, check_files=False)))
+        return 0
+    overrides = build_overrides(args)
+    if not (args.skip_preflight or os.environ.get("SKIP_PREFLIGHT") == "1"):
+        from recipe.arise.preflight import run_preflight
+
+        if run_preflight(ENTRY, overrides) != 0:
+            print(
+                "[eval] preflight failed (see above); --skip-preflight / SKIP_PREFLIGHT=1 runs anyway", file=sys.stderr
+            )
+            return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    metrics_path = out / "val_metrics.jsonl"
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics_path.resolve())}
-    cmd = [sys.executable, "-m", "recipe.arise.main_arise", *build_overrides(args)]
+    metrics = metrics_path(args)
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)}
+    cmd = [sys.executable, "-m", ENTRY, *overrides]
     print("[eval] running:", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, env=env, cwd=out)
+    proc = subprocess.run(cmd, env=env)
     if proc.returncode != 0:
         print(f"[eval] the validation run failed with exit code {proc.returncode}", file=sys.stderr)
         return proc.returncode
-    results = collect_results(read_validation_metrics(metrics_path))
+    results = collect_results(read_validation_metrics(metrics))
     paths = write_outputs(results, out, args.label)
     print(Path(paths["markdown"]).read_text())
     print(f"[eval] wrote {', '.join(paths.values())}")

@@ -1,6 +1,7 @@
-"""The evaluation's metric parsing and Table-1 layout (pure functions; the run itself is in tests/e2e)."""
+"""The evaluation tool: metric parsing, Table-1 layout, the run's overrides (the run itself: tests/e2e)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,86 @@ def test_read_validation_metrics_errors_clearly(tmp_path):
         read_validation_metrics(path)
     path.write_text(path.read_text() + json.dumps({"step": 1, "data": METRICS}) + "\n")
     assert read_validation_metrics(path)["val-core/aime24/acc/mean@4"] == 0.5
+
+
+def _args(tmp_path, **kw):
+    from recipe.arise import evaluate
+
+    base = dict(
+        data=[str(tmp_path / "a.parquet")],
+        model="org/model",
+        k=4,
+        decoding="sampled",
+        temperature=0.6,
+        top_p=0.95,
+        label="arise",
+        out=str(tmp_path / "out"),
+        checkpoint=None,
+        library=None,
+        no_skills=False,
+        overrides=["actor_rollout_ref.rollout.name=sglang", "trainer.val_only=False"],
+    )
+    base.update(kw)
+    return evaluate.argparse.Namespace(**base)
+
+
+def test_build_overrides_layers(tmp_path, monkeypatch):
+    from recipe.arise.evaluate import build_overrides
+
+    (tmp_path / "a.parquet").touch()
+    (tmp_path / "model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    overrides = build_overrides(_args(tmp_path, model="model", out="rel_out", checkpoint="ck/global_step_4"))
+    # 1. defaults (verl leaves rollout.name at ???), 2. pass-through, 3. the tool's own keys last
+    assert overrides[0] == "actor_rollout_ref.rollout.name=vllm"
+    assert overrides[1:3] == ["actor_rollout_ref.rollout.name=sglang", "trainer.val_only=False"]
+    assert overrides.index("trainer.val_only=True") > 2
+    text = "\n".join(overrides)
+    assert f"actor_rollout_ref.model.path='{tmp_path}/model'" in text  # a local model made absolute
+    assert f"trainer.resume_from_path='{tmp_path}/ck/global_step_4'" in text
+    assert (
+        f"++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH='{tmp_path}/rel_out/val_metrics.jsonl'"
+        in text
+    )
+    assert f"hydra.run.dir='{tmp_path}/rel_out/hydra'" in text
+    assert f"trainer.default_local_dir='{tmp_path}/rel_out/trainer_state'" in text
+    hub = build_overrides(_args(tmp_path))
+    assert "actor_rollout_ref.model.path='org/model'" in hub  # a hub id stays as given
+    with pytest.raises(FileNotFoundError, match="b.parquet"):
+        build_overrides(_args(tmp_path, data=[str(tmp_path / "b.parquet")]))
+
+
+def test_eval_runs_in_the_callers_cwd(tmp_path, monkeypatch, capsys):
+    """No cwd switch (a relative MODEL_PATH keeps working); the metrics path travels both ways."""
+    from recipe.arise import evaluate
+
+    (tmp_path / "a.parquet").touch()
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        metrics = kwargs["env"]["VERL_FILE_LOGGER_PATH"]
+        assert any(metrics in arg for arg in cmd if arg.startswith("++ray_kwargs"))
+        row = {"step": 0, "data": {"val-core/aime24/acc/mean@4": 0.25}}
+        Path(metrics).write_text(json.dumps(row) + "\n")
+        return evaluate.subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(evaluate.subprocess, "run", fake_run)
+    out = tmp_path / "out"
+    rc = evaluate.main(
+        ["--model", "m", "--data", str(tmp_path / "a.parquet"), "--k", "4", "--out", str(out), "--skip-preflight"]
+    )
+    assert rc == 0 and len(calls) == 1
+    cmd, kwargs = calls[0]
+    assert "cwd" not in kwargs and cmd[1:3] == ["-m", "recipe.arise.main_arise"]
+    assert json.loads((out / "eval.json").read_text())["results"]["aime24"]["pass@1"] == 0.25
+
+
+def test_print_overrides_starts_nothing(tmp_path, monkeypatch, capsys):
+    from recipe.arise import evaluate
+
+    monkeypatch.setattr(evaluate.subprocess, "run", lambda *a, **k: pytest.fail("started a run"))
+    rc = evaluate.main(["--model", "m", "--data", "/nowhere/x.parquet", "--out", str(tmp_path), "--print-overrides"])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0 and lines[0] == "ENTRY=recipe.arise.main_arise"
+    assert "trainer.val_only=True" in lines and not (tmp_path / "val_metrics.jsonl").exists()
