@@ -1,8 +1,10 @@
 """Packaging habits: one verl pin, `recipe` a namespace package, no bare top-level packages."""
 
-import tomllib
 from pathlib import Path
 
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 REPO = Path(__file__).resolve().parents[1]
 
 

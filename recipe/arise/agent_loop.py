@@ -1,10 +1,13 @@
 """``arise_agent``: verl's single-turn agent loop plus the ARISE manager's Download channel.
 
-Per query group (once, shared by the group's G trajectories through a per-worker future): read
-the cache from the skill pool and score every cache skill with the policy on the rollout engine.
-Per trajectory: the epsilon draw and the confidence gate (Eq. 3), then ``SKILL:{json}`` is
-prepended to the user turn. What was chosen travels on in ``extra_fields`` (``arise_*`` keys)
-to the reward manager and into the batch.
+Per query group (once, shared by the group's trajectories through a per-worker future): read the
+cache from the skill pool and score every cache skill with the policy on the rollout engine.
+Per trajectory: the control arm (``arise.selection.control_share`` of each Phase II training
+group goes unaided), then the epsilon draw and the confidence gate (Eq. 3), then ``SKILL:{json}``
+is prepended to the user turn, unless the injected prompt would not fit ``rollout.prompt_length``.
+What was chosen travels on in ``extra_fields`` (``arise_*`` keys) to the reward manager and into
+the batch. A scoring failure (an engine error, a timeout, unusable numbers) sends the group's
+trajectories unaided and is counted, never raised.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import logging
+import os
 import time
 import zlib
 from typing import Any
@@ -24,9 +29,12 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 from recipe.arise.arise_config import ARISEConfig
 from recipe.arise.pool import get_pool
 from recipe.arise.prompts import format_skill_injection, inject_skill
-from recipe.arise.scoring import scoring_prefix_ids, scoring_requests, skill_logprob_sum
-from recipe.arise.selection import select_skill_detailed
+from recipe.arise.scoring import scoring_prefix_ids, scoring_requests, skill_score
+from recipe.arise.selection import finite_scores, is_control_session, select_skill_detailed
 from recipe.arise.skill import SkillDoc
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 _CONFIGS: dict[int, ARISEConfig] = {}
 _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
@@ -48,6 +56,28 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.default_rng([zlib.crc32(str(p).encode()) for p in parts])
 
 
+def default_info(phase: int, validate: bool) -> dict[str, Any]:
+    """The ``arise_*`` fields every trajectory carries (the reward manager and metrics read them)."""
+    return {
+        "arise_phase": phase,
+        "arise_validate": validate,
+        "arise_skill_id": "",
+        "arise_selected": False,
+        "arise_control": False,  # in the group's unaided control arm
+        "arise_gate_passed": None,
+        "arise_explored": False,
+        "arise_max_prob": None,
+        "arise_scores": [],
+        "arise_scoring_failed": False,
+        "arise_scores_nonfinite": 0,
+        "arise_skill_overlong": False,  # a chosen skill was dropped: the prompt would not fit
+        "arise_skill_tokens": 0,
+        "arise_scorer": False,  # this trajectory ran the group's scoring (its cost is counted here)
+        "arise_scoring_s": 0.0,
+        "arise_scoring_tokens": 0,
+    }
+
+
 @register("arise_agent")
 class ARISEAgentLoop(SingleTurnAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
@@ -60,33 +90,33 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         validate = snapshot["mode"] == "val"
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
-        info: dict[str, Any] = {
-            "arise_phase": phase,
-            "arise_validate": validate,
-            "arise_skill_id": "",
-            "arise_selected": False,
-            "arise_gate_passed": None,
-            "arise_explored": False,
-            "arise_max_prob": None,
-            "arise_scores": [],
-            "arise_skill_tokens": 0,
-            "arise_scoring_s": 0.0,
-            "arise_scoring_tokens": 0,
-        }
+        info = default_info(phase, validate)
         messages = list(kwargs["raw_prompt"])
         active = phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)
         if active:
             chosen = await self._select(cfg, snapshot, messages, kwargs, validate, info)
             if chosen is not None:
                 skill_id, doc = chosen
-                messages = inject_skill(messages, doc)
-                info["arise_skill_id"] = skill_id
-                info["arise_skill_tokens"] = len(
-                    self.tokenizer.encode(format_skill_injection(doc) + "\n", add_special_tokens=False)
-                )
+                injected = inject_skill(messages, doc)
+                if await self._fits(injected):
+                    messages = injected
+                    info["arise_skill_id"] = skill_id
+                    info["arise_skill_tokens"] = len(
+                        self.tokenizer.encode(format_skill_injection(doc) + "\n", add_special_tokens=False)
+                    )
+                else:
+                    info["arise_skill_overlong"] = True
         output = await super().run(sampling_params, **{**kwargs, "raw_prompt": messages})
         output.extra_fields.update(info)
         return output
+
+    async def _fits(self, messages) -> bool:
+        """Whether the prompt fits ``rollout.prompt_length`` (verl left-truncates longer prompts,
+        cutting the chat header): verl filtered the dataset without the skill's tokens."""
+        ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+        )
+        return len(ids) <= self.prompt_length
 
     async def _select(self, cfg, snapshot, messages, kwargs, validate, info):
         sel = cfg.selection
@@ -95,8 +125,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         step = kwargs.get("global_steps", 0)
         cache = snapshot["cache"]
         n = self.rollout_config.val_kwargs.n if validate else self.rollout_config.n
-        if not validate and session < round(sel.mix_unaided * n):
-            return None  # forced unaided trajectory of a mixed group
+        if not validate and is_control_session(session, n, sel.control_share):
+            info["arise_control"] = True
+            return None
 
         if sel.random:  # ablation (b): no scoring, no gate
             index = int(_rng(cfg.seed, step, uid, session).integers(len(cache)))
@@ -110,7 +141,19 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             _GROUPS[key] = future
             while len(_GROUPS) > _MAX_GROUPS:
                 _GROUPS.popitem(last=False)
-        scores, seconds, scoring_tokens = await future
+            # the trajectory that started the group's scoring carries its cost (once per group)
+            info["arise_scorer"] = True
+        scores, seconds, scoring_tokens, error = await future
+        if info["arise_scorer"]:
+            info.update(arise_scoring_s=seconds, arise_scoring_tokens=scoring_tokens)
+        if error is not None:
+            info["arise_scoring_failed"] = True
+            return None
+        scores, nonfinite = finite_scores(scores)
+        info["arise_scores_nonfinite"] = nonfinite
+        if not np.isfinite(scores).any():
+            info["arise_scoring_failed"] = True
+            return None
         epsilon = sel.val_epsilon if validate else sel.epsilon
         draw_parts = (cfg.seed, step, uid) if sel.granularity == "query" else (cfg.seed, step, uid, session)
         choice = select_skill_detailed(
@@ -125,9 +168,6 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             arise_max_prob=choice.max_prob,
             arise_gate_passed=bool(choice.gate_passed),
             arise_explored=bool(choice.explored),
-            # count a group's scoring once
-            arise_scoring_s=seconds if session == 0 else 0.0,
-            arise_scoring_tokens=scoring_tokens if session == 0 else 0,
         )
         if choice.index is None:
             return None
@@ -135,22 +175,36 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         skill_id, text = cache[choice.index]
         return skill_id, _doc(text)
 
-    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int]:
+    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int, str | None]:
+        """(scores, seconds, prompt tokens, error). Never raises: an error goes back as text."""
         started = time.perf_counter()
-        prefix = scoring_prefix_ids(self.tokenizer, messages, **self.apply_chat_template_kwargs)
-        requests = scoring_requests(self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens)
-        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
-        outputs = await asyncio.gather(
-            *[
-                self.server_manager.generate(request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params))
-                for ids in requests
+        tokens = 0
+        try:
+            prefix = scoring_prefix_ids(self.tokenizer, messages, **self.apply_chat_template_kwargs)
+            requests = scoring_requests(
+                self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens
+            )
+            tokens = sum(len(ids) for ids in requests)
+            params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+            outputs = await asyncio.wait_for(
+                asyncio.gather(
+                    *[
+                        self.server_manager.generate(
+                            request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params)
+                        )
+                        for ids in requests
+                    ]
+                ),
+                timeout=cfg.selection.scoring_timeout_s,
+            )
+            scores = [
+                skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), cfg.selection.score_norm)
+                for out, ids in zip(outputs, requests, strict=True)
             ]
-        )
-        scores = [
-            skill_logprob_sum(out.extra_fields["prompt_logprobs"], len(prefix), len(ids))
-            for out, ids in zip(outputs, requests, strict=True)
-        ]
-        return scores, time.perf_counter() - started, sum(len(ids) for ids in requests)
+        except Exception as e:  # the engine errored or timed out: the group goes unaided
+            logger.warning(f"ARISE skill scoring failed, the group goes unaided: {e!r}")
+            return [], time.perf_counter() - started, tokens, repr(e)[:200]
+        return scores, time.perf_counter() - started, tokens, None
 
 
-__all__ = ["ARISEAgentLoop", "arise_config"]
+__all__ = ["ARISEAgentLoop", "arise_config", "default_info"]

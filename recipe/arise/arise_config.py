@@ -20,15 +20,23 @@ class SelectionConfig:
     gate: float = 0.35  # delta, confidence gate on max_k p_k
     use_gate: bool = True  # ablation (d): False admits every selection
     max_skill_tokens: int = 128  # skill text truncated to this many tokens for scoring
+    # s_k = mean (length-normalised, the authors' code) or sum (Eq. 2 as written) of the skill's
+    # token log-probs; the paper's sigma and delta only behave as reported with "mean" (docs/design.md)
+    score_norm: str = "mean"
     granularity: str = "trajectory"  # "trajectory" (Alg. 1: z_i per trajectory) | "query" (one z per group)
-    mix_unaided: float = 0.0  # fraction of each group forced unaided (makes R=1 vs R=2 contrasts possible)
+    # control arm: this fraction of each Phase II training group goes unaided, so a group holds
+    # skill-conditioned and unaided trajectories (R=2 vs R=1, App. B) and measures causal uplift
+    control_share: float = 0.25
     random: bool = False  # ablation (b): uniform random skill instead of policy scoring
     val_epsilon: float = 0.0  # epsilon at evaluation (paper: exploration disabled)
+    scoring_timeout_s: float = 600.0  # a group's scoring requests; on timeout the group goes unaided
 
     def __post_init__(self):
         if self.temperature <= 0:
             raise ValueError(f"arise.selection.temperature must be > 0, got {self.temperature}")
-        for name in ("epsilon", "gate", "mix_unaided", "val_epsilon"):
+        if self.score_norm not in ("mean", "sum"):
+            raise ValueError(f"arise.selection.score_norm must be 'mean' or 'sum', got {self.score_norm!r}")
+        for name in ("epsilon", "gate", "control_share", "val_epsilon"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"arise.selection.{name} must be in [0, 1], got {value}")
@@ -36,6 +44,8 @@ class SelectionConfig:
             raise ValueError(f"arise.selection.granularity must be 'trajectory' or 'query', got {self.granularity!r}")
         if self.max_skill_tokens < 1:
             raise ValueError("arise.selection.max_skill_tokens must be >= 1")
+        if self.scoring_timeout_s <= 0:
+            raise ValueError("arise.selection.scoring_timeout_s must be > 0")
 
 
 @dataclass
@@ -48,6 +58,16 @@ class LibraryConfig:
     new_skill_policy: str = "fair_trial"  # "fair_trial" (default) | "literal" (freezes, see docs)
     trial_uses: int = 8
     trial_steps: int = 20
+    # seeds are kept (not evicted or deleted) until used this many times, so they reach Phase II;
+    # 0 makes them ordinary entries (in Phase I, with every utility 0, they are flushed first)
+    seed_trial_uses: int = 8
+    rank_by: str = "utility"  # what EVICT/LOAD rank by: "utility" (paper) | "uplift" (measured causal uplift)
+
+    def __post_init__(self):
+        if self.rank_by not in ("utility", "uplift"):
+            raise ValueError(f"arise.library.rank_by must be 'utility' or 'uplift', got {self.rank_by!r}")
+        if self.seed_trial_uses < 0:
+            raise ValueError("arise.library.seed_trial_uses must be >= 0")
 
 
 @dataclass
@@ -60,11 +80,23 @@ class SummaryConfig:
     max_traces: int = 2
     trace_clip_chars: int = 400
     fallback: bool = True  # trace_abstract fallback when the generation does not parse
+    timeout_s: float = 600.0  # the step's summary rollouts; on timeout they count as failed
     on_overlong: str = "shrink"  # a valid doc over 220 chars: "shrink" fields to fit | "discard" (App. D.1 literal)
+    # summary rollouts per step: -1 = one per group with tau+ (Alg. 1); k > 0 = at most k (App. E's
+    # "single sequence" per step is 1). Which groups: "hardest" = lowest success rate first (ties
+    # random), "random". docs/design.md: summary cadence.
+    max_per_step: int = 2
+    choose: str = "hardest"
 
     def __post_init__(self):
         if self.on_overlong not in ("shrink", "discard"):
             raise ValueError(f"arise.summary.on_overlong must be 'shrink' or 'discard', got {self.on_overlong!r}")
+        if self.max_per_step == 0 or self.max_per_step < -1:
+            raise ValueError(f"arise.summary.max_per_step must be -1 (all groups) or >= 1, got {self.max_per_step}")
+        if self.choose not in ("hardest", "random"):
+            raise ValueError(f"arise.summary.choose must be 'hardest' or 'random', got {self.choose!r}")
+        if self.max_traces < 1:
+            raise ValueError("arise.summary.max_traces must be >= 1")
 
 
 @dataclass
@@ -72,6 +104,19 @@ class RewardConfig:
     skill_bonus: float = 1.0  # r_skill
     binary: bool = False  # ablation (a): binary reward in Phase II too
     timeout_s: float = 5.0  # per-response grading bound
+
+
+@dataclass
+class IGConfig:
+    """The paper's exact information gain (App. D.3), a diagnostic measured on the rollout engine."""
+
+    every_n_steps: int = 100  # 0 = never
+    max_traces: int = 8  # tau+ traces per measurement (each scored with and without every cache skill)
+    max_response_tokens: int = 1024  # each trace is clipped to this many tokens
+
+    def __post_init__(self):
+        if self.every_n_steps < 0 or self.max_traces < 1 or self.max_response_tokens < 1:
+            raise ValueError("arise.ig: every_n_steps >= 0, max_traces >= 1, max_response_tokens >= 1")
 
 
 @dataclass
@@ -89,6 +134,7 @@ class ARISEConfig:
     library: LibraryConfig = field(default_factory=LibraryConfig)
     summary: SummaryConfig = field(default_factory=SummaryConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    ig: IGConfig = field(default_factory=IGConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
     def phase(self, global_step: int) -> int:

@@ -8,9 +8,12 @@ PATH may be
   run folder whose ``checkpoints/`` subfolder is such a root.
 
 Prints one table row per entry of the cache and the reservoir: tier, id, name, problem type,
-utility, uses, age in steps (the library's last step minus the entry's creation step), the IG
-proxy of App. D.3 and the key insight (truncated unless ``--full``).  ``--json`` prints the same
-rows (plus the whole documents) as one JSON object.
+origin (seed, json, fallback), utility, uses, age in steps (the library's last step minus the
+entry's creation step), the causal uplift (success rate with the skill minus the control arm's on
+the same queries), the IG proxy of App. D.3 and the key insight (truncated unless ``--full``).
+``--json`` prints the same rows (plus the whole documents) as one JSON object. ``--skill ID``
+prints one skill whole: its document, statistics and provenance (the step and source query it
+was distilled from, the rewards of those traces, JSON or fallback).
 
 Errors (missing path, no checkpoint with a library, malformed parquet) print ``error: ...``
 naming the path and exit with status 2.
@@ -45,7 +48,7 @@ __all__ = [
 ]
 
 LIBRARY_FILE = Path("arise") / "library.parquet"
-SORT_KEYS = ("position", "utility", "uses", "age", "ig", "name")
+SORT_KEYS = ("position", "utility", "uses", "age", "uplift", "ig", "name")
 TIERS = ("cache", "reservoir")
 INSIGHT_WIDTH = 60
 _STEP_DIR_RE = re.compile(r"^global_step_(\d+)$")
@@ -144,6 +147,16 @@ def library_rows(lib: SkillLibrary) -> list[dict[str, Any]]:
                     "created_step": int(e.created_step),
                     "updated_step": int(e.updated_step),
                     "ig": ig.get(e.skill_id),
+                    "origin": e.provenance.origin,
+                    "uplift": e.uplift,
+                    "uplift_n": int(e.uplift_n),
+                    "uplift_base_n": int(e.uplift_base_n),
+                    "ig_exact": e.ig_exact,
+                    "ig_step": e.ig_step,
+                    "source_step": e.provenance.step,
+                    "source_uid": e.provenance.uid,
+                    "source_query": e.provenance.query,
+                    "source_rewards": list(e.provenance.rewards),
                     "mean_reward": e.mean_reward,
                     "success_rate": e.success_rate,
                     "key_insight": e.doc.key_insight,
@@ -165,8 +178,8 @@ def _sort_key(sort: str):
         return base
     if sort == "name":
         return lambda r: (r["name"], *base(r))
-    if sort == "ig":  # descending, unknown (None) last
-        return lambda r: (r["ig"] is None, -(r["ig"] or 0.0), *base(r))
+    if sort in ("ig", "uplift"):  # descending, unknown (None) last
+        return lambda r: (r[sort] is None, -(r[sort] or 0.0), *base(r))
     field = {"utility": "utility", "uses": "uses", "age": "age"}[sort]
     return lambda r: (-r[field], *base(r))
 
@@ -213,7 +226,7 @@ def _fmt_ig(v: float | None) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]], *, full: bool = False) -> str:
-    headers = ["tier", "id", "name", "type", "utility", "uses", "age", "IG", "key insight"]
+    headers = ["tier", "id", "name", "type", "origin", "utility", "uses", "age", "uplift", "IG", "key insight"]
     body = []
     for r in rows:
         body.append(
@@ -222,14 +235,16 @@ def format_table(rows: Sequence[dict[str, Any]], *, full: bool = False) -> str:
                 r["id"],
                 r["name"],
                 r["type"],
+                r["origin"],
                 f"{r['utility']:.4f}",
                 str(r["uses"]),
                 str(r["age"]),
+                _fmt_ig(r["uplift"]),
                 _fmt_ig(r["ig"]),
                 r["key_insight"] if full else _clip(r["key_insight"], INSIGHT_WIDTH),
             ]
         )
-    right = {4, 5, 6, 7}
+    right = {5, 6, 7, 8, 9}
     widths = [max([len(h)] + [len(b[i]) for b in body]) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], INSIGHT_WIDTH)
 
@@ -289,6 +304,42 @@ def inspect_library(path: str | Path, **select) -> dict[str, Any]:
     }
 
 
+def format_skill(row: dict[str, Any], lib_path: Path) -> str:
+    """One skill whole: document, statistics, provenance."""
+    origin = {
+        "seed": "a seed skill (the initial library)",
+        "json": "parsed from a summary rollout's JSON",
+        "fallback": "the trace_abstract fallback (the summary rollout did not parse)",
+        "external": "added without provenance",
+    }[row["origin"]]
+    uplift = (
+        f"{row['uplift']:+.3f} ({row['uplift_n']} trajectories with it vs {row['uplift_base_n']} unaided "
+        "in the same query groups)"
+        if row["uplift"] is not None
+        else "not measured yet (no query group has used it beside a control arm)"
+    )
+    ig_exact = "-" if row["ig_exact"] is None else f"{row['ig_exact']:+.3f} (measured at step {row['ig_step']})"
+    lines = [
+        f"skill {row['id']} ({row['tier']} position {row['position']}) in {lib_path}",
+        f"  document:     {row['doc']}",
+        f"  utility:      {row['utility']:.4f} over {row['uses']} uses"
+        + (f", mean reward {row['mean_reward']:.3f}, success rate {row['success_rate']:.3f}" if row["uses"] else ""),
+        f"  uplift:       {uplift}",
+        f"  IG proxy:     {_fmt_ig(row['ig'])}",
+        f"  exact IG:     {ig_exact}",
+        f"  origin:       {origin}",
+        f"  created:      step {row['created_step']}, last updated step {row['updated_step']}",
+    ]
+    if row["origin"] in ("json", "fallback"):
+        rewards = ", ".join(f"{r:g}" for r in row["source_rewards"]) or "-"
+        lines += [
+            f"  distilled at: step {row['source_step']} from query group {row['source_uid'] or '-'}",
+            f"  source query: {row['source_query'] or '-'}",
+            f"  from traces with rewards: {rewards}",
+        ]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m recipe.arise.inspect",
@@ -307,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=None, help="keep the first N rows after filtering and sorting")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--full", action="store_true", help="show whole documents (method, check, JSON text)")
+    p.add_argument("--skill", metavar="ID", default=None, help="show one skill whole, with its provenance")
     return p
 
 
@@ -316,6 +368,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --top must be >= 0", file=sys.stderr)
         return 2
     select = dict(tier=args.tier, sort=args.sort, ptype=args.ptype, name=args.name, top=args.top)
+    if args.skill:
+        try:
+            lib_path, lib = load_library(args.path)
+        except InspectError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        rows = [r for r in library_rows(lib) if r["id"] == args.skill]
+        if not rows:
+            print(f"error: {lib_path}: no skill with id {args.skill!r}", file=sys.stderr)
+            return 2
+        print(json.dumps(rows[0], ensure_ascii=False, indent=1) if args.json else format_skill(rows[0], lib_path))
+        return 0
     try:
         if args.json:
             print(json.dumps(inspect_library(args.path, **select), ensure_ascii=False, indent=1))

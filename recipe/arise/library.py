@@ -27,14 +27,26 @@ from .skill import SkillDoc
 __all__ = [
     "FORMAT_VERSION",
     "NEW_SKILL_POLICIES",
+    "ORIGINS",
+    "RANK_BY",
     "LibraryFormatError",
+    "Provenance",
+    "Contrast",
     "SkillEntry",
     "StepEvents",
     "SkillLibrary",
 ]
 
-FORMAT_VERSION = 1
+# 2: provenance (origin, source step/uid/query/rewards), causal-uplift counts and the exact IG.
+# Version-1 files still load (those fields empty).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 NEW_SKILL_POLICIES = ("fair_trial", "literal")
+# seed: the initial library; json: parsed from a summary rollout; fallback: trace_abstract;
+# external: handed to step() without provenance (tests, tools)
+ORIGINS = ("seed", "json", "fallback", "external")
+# what EVICT/LOAD rank by: the paper's EMA utility, or the measured causal uplift (docs/design.md)
+RANK_BY = ("utility", "uplift")
 _META_KEY = b"arise_skill_library"
 TIERS = ("cache", "reservoir")
 
@@ -43,12 +55,49 @@ class LibraryFormatError(ValueError):
     """A stored library file is missing, truncated or malformed."""
 
 
+QUERY_CHARS = 200  # a skill's source question is stored clipped to this many characters
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a skill came from: the step, the query group (uid and clipped text) whose tau+
+    traces it was distilled from, those traces' rewards, and how it was parsed."""
+
+    origin: str = "external"
+    step: int | None = None
+    uid: str = ""
+    query: str = ""
+    rewards: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.origin not in ORIGINS:
+            raise ValueError(f"provenance origin must be one of {ORIGINS}, got {self.origin!r}")
+        object.__setattr__(self, "query", str(self.query)[:QUERY_CHARS])
+        object.__setattr__(self, "rewards", tuple(float(r) for r in self.rewards))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One query group's within-group comparison for one skill: ``n`` trajectories conditioned
+    on the skill with ``successes`` correct, against the group's ``base_n`` unaided (control
+    arm) trajectories with ``base_successes`` correct. Feeds the causal uplift."""
+
+    skill_id: str
+    n: int
+    successes: int
+    base_n: int
+    base_successes: int
+
+
 @dataclass
 class SkillEntry:
     """A library entry e_k = (m_k, u_k) plus bookkeeping.
 
     ``reward_sum`` / ``success_count`` are running stats over the entry's uses (one use =
     one trajectory that was conditioned on the skill); they feed the IG proxy (App. D.3).
+    ``uplift_*`` count the skill's trajectories and the unaided control-arm trajectories of the
+    same query groups (:class:`Contrast`): their success-rate difference is the causal uplift.
+    ``ig_exact`` is the paper's exact IG (App. D.3), measured every N steps on the rollout engine.
     """
 
     skill_id: str
@@ -59,6 +108,13 @@ class SkillEntry:
     updated_step: int = 0
     reward_sum: float = 0.0
     success_count: int = 0
+    provenance: Provenance = field(default_factory=Provenance)
+    uplift_n: int = 0
+    uplift_successes: int = 0
+    uplift_base_n: int = 0
+    uplift_base_successes: int = 0
+    ig_exact: float | None = None
+    ig_step: int | None = None
 
     @property
     def mean_reward(self) -> float | None:
@@ -68,9 +124,25 @@ class SkillEntry:
     def success_rate(self) -> float | None:
         return self.success_count / self.usage_count if self.usage_count else None
 
+    @property
+    def uplift(self) -> float | None:
+        """Success rate with the skill minus the unaided success rate on the same queries."""
+        if not self.uplift_n or not self.uplift_base_n:
+            return None
+        return self.uplift_successes / self.uplift_n - self.uplift_base_successes / self.uplift_base_n
+
+    @property
+    def origin(self) -> str:
+        return self.provenance.origin
+
     def _sort_key_low(self) -> tuple:
         """Eviction order: lowest utility, then fewest uses, then oldest (created step, id)."""
         return (self.utility, self.usage_count, self.created_step, self.skill_id)
+
+    def _uplift_key_low(self) -> tuple:
+        """Eviction order under ``rank_by="uplift"``: measured uplift (unmeasured = 0), then utility."""
+        uplift = self.uplift
+        return (0.0 if uplift is None else uplift, *self._sort_key_low())
 
 
 @dataclass
@@ -87,7 +159,8 @@ class StepEvents:
     loaded: list[dict] = field(default_factory=list)  # {"loaded": reservoir id, "demoted": cache id}
     deleted: list[str] = field(default_factory=list)  # removed by DELETE
     overflow: list[str] = field(default_factory=list)  # removed because reservoir > C_r
-    protected: list[str] = field(default_factory=list)  # cache ids shielded from EVICT/LOAD (fair_trial)
+    protected: list[str] = field(default_factory=list)  # cache ids shielded from EVICT/LOAD (fair_trial, seeds)
+    contrasts: int = 0  # Contrast records applied (causal uplift)
     cache_size: int = 0
     reservoir_size: int = 0
 
@@ -131,6 +204,8 @@ class SkillLibrary:
         max_protected: int | None = None,
         delete_percentile: float = 10.0,
         success_threshold: float = 0.0,
+        seed_trial_uses: int = 0,
+        rank_by: str = "utility",
     ) -> None:
         if int(cache_capacity) < 1:
             raise ValueError("cache_capacity must be >= 1")
@@ -144,6 +219,10 @@ class SkillLibrary:
             raise ValueError("trial_uses and trial_steps must be >= 0")
         if not (0.0 <= float(delete_percentile) <= 100.0):
             raise ValueError("delete_percentile must be in [0, 100]")
+        if int(seed_trial_uses) < 0:
+            raise ValueError("seed_trial_uses must be >= 0")
+        if rank_by not in RANK_BY:
+            raise ValueError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
         self.cache_capacity = int(cache_capacity)
         self.reservoir_capacity = int(reservoir_capacity)
         self.ema_beta = float(ema_beta)
@@ -157,6 +236,10 @@ class SkillLibrary:
         )
         self.delete_percentile = float(delete_percentile)
         self.success_threshold = float(success_threshold)
+        # seeds stay (no EVICT, LOAD-demotion, DELETE or overflow) until used this many times,
+        # so they reach Phase II and get tried there (docs/design.md: seeds reach Phase II)
+        self.seed_trial_uses = int(seed_trial_uses)
+        self.rank_by = rank_by
         self.cache: list[SkillEntry] = []
         self.reservoir: list[SkillEntry] = []
         self.next_id = 1
@@ -170,7 +253,7 @@ class SkillLibrary:
                 raise ValueError(f"seed skills must be SkillDoc, got {type(doc).__name__}")
             if self._find_duplicate(doc) is not None:
                 continue
-            entry = self._new_entry(doc, step=0, utility=0.0)
+            entry = self._new_entry(doc, step=0, utility=0.0, provenance=Provenance("seed", step=0))
             if len(self.cache) < self.cache_capacity:
                 self.cache.append(entry)
             elif len(self.reservoir) < self.reservoir_capacity:
@@ -229,10 +312,17 @@ class SkillLibrary:
         return {e.skill_id: self.ig_proxy(e.skill_id) for e in self.entries()}
 
     # -------------------------------------------------------------- internals
-    def _new_entry(self, doc: SkillDoc, step: int, utility: float) -> SkillEntry:
+    def _new_entry(self, doc: SkillDoc, step: int, utility: float, provenance: Provenance | None = None) -> SkillEntry:
         sid = f"s{self.next_id:06d}"
         self.next_id += 1
-        return SkillEntry(skill_id=sid, doc=doc, utility=float(utility), created_step=int(step), updated_step=int(step))
+        return SkillEntry(
+            skill_id=sid,
+            doc=doc,
+            utility=float(utility),
+            created_step=int(step),
+            updated_step=int(step),
+            provenance=provenance or Provenance(),
+        )
 
     def _find_duplicate(self, doc: SkillDoc, extra: Sequence[SkillEntry] = ()) -> str | None:
         text, key = doc.to_json(), _dup_key(doc)
@@ -248,13 +338,33 @@ class SkillLibrary:
             and (step - e.created_step) < self.trial_steps
         )
 
+    def _seed_on_trial(self, e: SkillEntry) -> bool:
+        return e.origin == "seed" and e.usage_count < self.seed_trial_uses
+
     def _protected_ids(self, step: int) -> set[str]:
+        seeds = {e.skill_id for e in self.cache if self._seed_on_trial(e)}
         if self.new_skill_policy != "fair_trial" or self.max_protected == 0:
-            return set()
-        trial = [e for e in self.cache if self._on_trial(e, step)]
+            return seeds
+        trial = [e for e in self.cache if self._on_trial(e, step) and e.skill_id not in seeds]
         # newest first: larger created_step, then larger id (ids are monotone)
         trial.sort(key=lambda e: (e.created_step, e.skill_id), reverse=True)
-        return {e.skill_id for e in trial[: self.max_protected]}
+        return seeds | {e.skill_id for e in trial[: self.max_protected]}
+
+    def _low_key(self):
+        return SkillEntry._uplift_key_low if self.rank_by == "uplift" else SkillEntry._sort_key_low
+
+    def _high_key(self, e: SkillEntry) -> tuple:
+        """LOAD's choice of the best reservoir entry (maximised)."""
+        base = (e.utility, e.usage_count, -e.created_step, _neg_id(e.skill_id))
+        if self.rank_by == "uplift":
+            return (0.0 if e.uplift is None else e.uplift, *base)
+        return base
+
+    def _rank_value(self, e: SkillEntry) -> float:
+        """The value LOAD compares (reservoir best vs cache lowest)."""
+        if self.rank_by == "uplift":
+            return 0.0 if e.uplift is None else e.uplift
+        return e.utility
 
     def _is_success(self, reward: float) -> bool:
         return reward > self.success_threshold
@@ -263,12 +373,17 @@ class SkillLibrary:
     def step(
         self,
         observations: Iterable[tuple[str, float]] = (),
-        new_skills: Iterable[SkillDoc] = (),
+        new_skills: Iterable[SkillDoc | tuple[SkillDoc, Provenance]] = (),
         step: int = 0,
         *,
         global_rewards: Iterable[float] | None = None,
+        contrasts: Iterable[Contrast] = (),
     ) -> StepEvents:
-        """One training step's maintenance: UPDATE -> ADD -> EVICT -> LOAD -> DELETE."""
+        """One training step's maintenance: UPDATE -> ADD -> EVICT -> LOAD -> DELETE.
+
+        ``new_skills`` holds skill documents, each optionally paired with its :class:`Provenance`;
+        ``contrasts`` are the step's within-group comparisons (UPDATE adds them to the uplift
+        counts of the skills they name; unknown skills are skipped)."""
         step = int(step)
         ev = StepEvents(step=step)
         self.last_step = step
@@ -299,6 +414,15 @@ class SkillLibrary:
             if e.skill_id not in updated:
                 updated.add(e.skill_id)
                 ev.updated.append(e.skill_id)
+        for c in contrasts:
+            e = by_id.get(c.skill_id)
+            if e is None:
+                continue
+            e.uplift_n += int(c.n)
+            e.uplift_successes += int(c.successes)
+            e.uplift_base_n += int(c.base_n)
+            e.uplift_base_successes += int(c.base_successes)
+            ev.contrasts += 1
         if global_rewards is not None:
             for r in global_rewards:
                 r = float(r)
@@ -316,15 +440,18 @@ class SkillLibrary:
         dup_index: dict[tuple[str, str], str] = {}
         for e in (*self.cache, *self.reservoir):
             dup_index.setdefault(_dup_key(e.doc), e.skill_id)
-        for doc in new_skills:
+        for item in new_skills:
+            doc, provenance = item if isinstance(item, tuple) else (item, None)
             if not isinstance(doc, SkillDoc):
                 raise TypeError(f"new_skills must contain SkillDoc, got {type(doc).__name__}")
+            if provenance is not None and not isinstance(provenance, Provenance):
+                raise TypeError(f"a new skill's provenance must be a Provenance, got {type(provenance).__name__}")
             key = _dup_key(doc)
             dup = dup_index.get(key)
             if dup is not None:
                 ev.dropped_duplicates.append({"skill_name": doc.skill_name, "duplicate_of": dup})
                 continue
-            entry = self._new_entry(doc, step=step, utility=prior)
+            entry = self._new_entry(doc, step=step, utility=prior, provenance=provenance)
             self.cache.append(entry)
             dup_index[key] = entry.skill_id
             ev.added.append(entry.skill_id)
@@ -333,12 +460,11 @@ class SkillLibrary:
         protected = self._protected_ids(step)
         ev.protected = [e.skill_id for e in self.cache if e.skill_id in protected]
         excess = len(self.cache) - self.cache_capacity
+        low_key = self._low_key()
         if excess > 0:  # the `excess` lowest unprotected entries (then protected ones), lowest first
-            victims = sorted((e for e in self.cache if e.skill_id not in protected), key=SkillEntry._sort_key_low)[
-                :excess
-            ]
+            victims = sorted((e for e in self.cache if e.skill_id not in protected), key=low_key)[:excess]
             if len(victims) < excess:
-                rest = sorted((e for e in self.cache if e.skill_id in protected), key=SkillEntry._sort_key_low)
+                rest = sorted((e for e in self.cache if e.skill_id in protected), key=low_key)
                 victims += rest[: excess - len(victims)]
             gone = {id(e) for e in victims}
             self.cache[:] = [e for e in self.cache if id(e) not in gone]
@@ -352,9 +478,9 @@ class SkillLibrary:
             low_cands = [e for e in self.cache if e.skill_id not in protected]
             if not pool or not low_cands:
                 break
-            best = max(pool, key=lambda e: (e.utility, e.usage_count, -e.created_step, _neg_id(e.skill_id)))
-            low = min(low_cands, key=SkillEntry._sort_key_low)
-            if not best.utility > low.utility:
+            best = max(pool, key=self._high_key)
+            low = min(low_cands, key=low_key)
+            if not self._rank_value(best) > self._rank_value(low):
                 break
             ci = next(i for i, e in enumerate(self.cache) if e is low)
             ri = next(i for i, e in enumerate(self.reservoir) if e is best)
@@ -370,7 +496,7 @@ class SkillLibrary:
             threshold = float(np.percentile(utils, self.delete_percentile))
             keep = []
             for e in self.reservoir:
-                if e.utility < threshold and e.usage_count == 0:
+                if e.utility < threshold and e.usage_count == 0 and not self._seed_on_trial(e):
                     ev.deleted.append(e.skill_id)
                 else:
                     keep.append(e)
@@ -380,7 +506,15 @@ class SkillLibrary:
         excess = len(self.reservoir) - self.reservoir_capacity
         if excess > 0:
             victims = sorted(
-                self.reservoir, key=lambda e: (e.usage_count > 0, e.utility, e.usage_count, e.created_step, e.skill_id)
+                self.reservoir,
+                key=lambda e: (
+                    self._seed_on_trial(e),
+                    e.usage_count > 0,
+                    e.utility,
+                    e.usage_count,
+                    e.created_step,
+                    e.skill_id,
+                ),
             )[:excess]
             gone = {id(e) for e in victims}
             self.reservoir[:] = [e for e in self.reservoir if id(e) not in gone]
@@ -402,6 +536,8 @@ class SkillLibrary:
             "max_protected": self.max_protected,
             "delete_percentile": self.delete_percentile,
             "success_threshold": self.success_threshold,
+            "seed_trial_uses": self.seed_trial_uses,
+            "rank_by": self.rank_by,
             "next_id": self.next_id,
             "global_reward_sum": self.global_reward_sum,
             "global_success_count": self.global_success_count,
@@ -429,6 +565,17 @@ class SkillLibrary:
                         "updated_step": int(e.updated_step),
                         "reward_sum": float(e.reward_sum),
                         "success_count": int(e.success_count),
+                        "origin": e.provenance.origin,
+                        "source_step": e.provenance.step,
+                        "source_uid": e.provenance.uid,
+                        "source_query": e.provenance.query,
+                        "source_rewards": list(e.provenance.rewards),
+                        "uplift_n": int(e.uplift_n),
+                        "uplift_successes": int(e.uplift_successes),
+                        "uplift_base_n": int(e.uplift_base_n),
+                        "uplift_base_successes": int(e.uplift_base_successes),
+                        "ig_exact": e.ig_exact,
+                        "ig_step": e.ig_step,
                     }
                 )
         return rows
@@ -442,8 +589,10 @@ class SkillLibrary:
     ) -> SkillLibrary:
         cfg = dict(config or {})
         version = cfg.get("format_version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
-            raise LibraryFormatError(f"{source}: unsupported format_version {version!r} (expected {FORMAT_VERSION})")
+        if version not in READABLE_VERSIONS:
+            raise LibraryFormatError(
+                f"{source}: unsupported format_version {version!r} (readable: {READABLE_VERSIONS})"
+            )
         try:
             lib = cls(
                 cache_capacity=cfg.get("cache_capacity", 10),
@@ -455,6 +604,8 @@ class SkillLibrary:
                 max_protected=cfg.get("max_protected"),
                 delete_percentile=cfg.get("delete_percentile", 10.0),
                 success_threshold=cfg.get("success_threshold", 0.0),
+                seed_trial_uses=cfg.get("seed_trial_uses", 0),
+                rank_by=cfg.get("rank_by", "utility"),
             )
             lib.global_reward_sum = float(cfg.get("global_reward_sum", 0.0))
             lib.global_success_count = int(cfg.get("global_success_count", 0))
@@ -535,6 +686,8 @@ class SkillLibrary:
         except (ValueError, UnicodeDecodeError) as e:
             raise LibraryFormatError(f"{path}: malformed library metadata: {e}") from e
         expected = _arrow_schema()
+        if config.get("format_version") == 1:  # written before provenance and uplift existed
+            expected = pa.schema(list(expected)[:_V1_COLUMNS])
         try:
             names = table.schema.names
         except UnicodeDecodeError as e:  # a corrupted byte in a column name
@@ -576,8 +729,23 @@ def _arrow_schema():
             ("updated_step", pa.int64()),
             ("reward_sum", pa.float64()),
             ("success_count", pa.int64()),
+            # format version 2
+            ("origin", pa.string()),
+            ("source_step", pa.int64()),
+            ("source_uid", pa.string()),
+            ("source_query", pa.string()),
+            ("source_rewards", pa.list_(pa.float64())),
+            ("uplift_n", pa.int64()),
+            ("uplift_successes", pa.int64()),
+            ("uplift_base_n", pa.int64()),
+            ("uplift_base_successes", pa.int64()),
+            ("ig_exact", pa.float64()),
+            ("ig_step", pa.int64()),
         ]
     )
+
+
+_V1_COLUMNS = 14  # format version 1 had the first 14 columns of _arrow_schema()
 
 
 def write_table_atomic(table, path: str | os.PathLike) -> Path:
@@ -653,6 +821,28 @@ def _entry_from_record(r: dict[str, Any]) -> tuple[SkillEntry, str, int]:
     if nums["usage_count"] < 0 or nums["success_count"] < 0 or nums["position"] < 0:
         raise ValueError("fields 'position'/'usage_count'/'success_count' must be >= 0")
     doc = SkillDoc(r["skill_name"], r["problem_type"], r["key_insight"], tuple(method), r["check"])
+    if "origin" not in r:  # format version 1: no provenance; its seeds are the entries of step 0
+        r = {**r, "origin": "seed" if nums["created_step"] == 0 else "external"}
+    for name in ("uplift_n", "uplift_successes", "uplift_base_n", "uplift_base_successes"):
+        v = r.get(name, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"field {name!r}: must be an integer >= 0, got {v!r}")
+        nums[name] = v
+    if nums["uplift_successes"] > nums["uplift_n"] or nums["uplift_base_successes"] > nums["uplift_base_n"]:
+        raise ValueError("fields 'uplift_*': more successes than trajectories")
+    ig_exact, ig_step = r.get("ig_exact"), r.get("ig_step")
+    if ig_exact is not None and (isinstance(ig_exact, bool) or not math.isfinite(float(ig_exact))):
+        raise ValueError(f"field 'ig_exact': must be a finite number or null, got {ig_exact!r}")
+    rewards = r.get("source_rewards") or []
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rewards):
+        raise ValueError("field 'source_rewards': must be a list of numbers")
+    provenance = Provenance(
+        origin=r["origin"],
+        step=r.get("source_step"),
+        uid=r.get("source_uid") or "",
+        query=r.get("source_query") or "",
+        rewards=tuple(rewards),
+    )
     entry = SkillEntry(
         skill_id=r["skill_id"],
         doc=doc,
@@ -662,5 +852,12 @@ def _entry_from_record(r: dict[str, Any]) -> tuple[SkillEntry, str, int]:
         updated_step=nums["updated_step"],
         reward_sum=nums["reward_sum"],
         success_count=nums["success_count"],
+        provenance=provenance,
+        uplift_n=nums["uplift_n"],
+        uplift_successes=nums["uplift_successes"],
+        uplift_base_n=nums["uplift_base_n"],
+        uplift_base_successes=nums["uplift_base_successes"],
+        ig_exact=None if ig_exact is None else float(ig_exact),
+        ig_step=None if ig_step is None else int(ig_step),
     )
     return entry, tier, nums["position"]

@@ -14,7 +14,25 @@ from typing import Any
 
 from recipe.arise.library import write_table_atomic
 
-COLUMNS = ("step", "phase", "event", "skill_id", "tier", "skill_name", "problem_type", "utility", "usage_count", "doc")
+COLUMNS = (
+    "step",
+    "phase",
+    "event",
+    "skill_id",
+    "tier",
+    "skill_name",
+    "problem_type",
+    "utility",
+    "usage_count",
+    "doc",
+    # provenance (where the skill came from) and the measured causal uplift
+    "origin",
+    "source_step",
+    "source_uid",
+    "source_query",
+    "source_rewards",
+    "uplift",
+)
 
 
 def step_rows(step: int, phase: int, events, library) -> list[dict[str, Any]]:
@@ -30,6 +48,12 @@ def step_rows(step: int, phase: int, events, library) -> list[dict[str, Any]]:
                 utility=float(entry.utility),
                 usage_count=int(entry.usage_count),
                 doc=entry.doc.to_json(),
+                origin=entry.provenance.origin,
+                source_step=entry.provenance.step,
+                source_uid=entry.provenance.uid,
+                source_query=entry.provenance.query,
+                source_rewards=list(entry.provenance.rewards),
+                uplift=entry.uplift,
             )
         base.update(extra)
         return base
@@ -67,6 +91,12 @@ def write_step_log(log_dir: str | os.PathLike, step: int, phase: int, events, li
             ("utility", pa.float64()),
             ("usage_count", pa.int64()),
             ("doc", pa.string()),
+            ("origin", pa.string()),
+            ("source_step", pa.int64()),
+            ("source_uid", pa.string()),
+            ("source_query", pa.string()),
+            ("source_rewards", pa.list_(pa.float64())),
+            ("uplift", pa.float64()),
         ]
     )
     table = pa.Table.from_pylist(rows, schema=schema)

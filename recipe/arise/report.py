@@ -57,7 +57,9 @@ EVENT_SERIES = (
 RATE_KEYS = (
     ("arise/skill_use_rate", "skill-use rate"),
     ("arise/gate_pass_rate", "gate-pass rate"),
+    ("arise/frac_reward_1", "fraction R=1"),
     ("arise/frac_reward_2", "fraction R=2"),
+    ("arise/mixed_group_rate", "groups mixing R=1 and R=2"),
     ("arise/summary_parse_rate", "summary parse rate"),
     ("arise/summary_fallback_rate", "summary fallback rate"),
 )
@@ -507,8 +509,8 @@ def _fmt(v: Any, nd: int = 4) -> str:
 
 
 def _top_skills_html(top_rows) -> str:
-    columns = ("#", "id", "tier", "name", "type", "utility", "uses", "IG proxy", "added at step")
-    columns += ("key insight", "method", "check")
+    columns = ("#", "id", "tier", "name", "type", "utility", "uses", "uplift", "IG proxy", "added at step")
+    columns += ("source", "key insight", "method", "check")
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     body = []
     for i, r in enumerate(top_rows, start=1):
@@ -520,11 +522,38 @@ def _top_skills_html(top_rows) -> str:
             f"<td>{html.escape(str(r['tier']))}</td>"
             f"<td><b>{html.escape(str(r['skill_name']))}</b></td><td>{html.escape(str(r['problem_type']))}</td>"
             f"<td class=num>{_fmt(r['utility'])}</td><td class=num>{_fmt(r['usage_count'])}</td>"
+            f"<td class=num>{_fmt(r['uplift'], 3)}</td>"
             f"<td class=num>{_fmt(r['ig'], 3)}</td><td class=num>{_fmt(r['added_step'])}</td>"
+            f"<td>{_source_html(r)}</td>"
             f"<td>{html.escape(str(r['key_insight']))}</td><td>{method_html}</td><td>{html.escape(str(r['check']))}</td>"
             "</tr>"
         )
     return f"<table>{head}{''.join(body)}</table>"
+
+
+def _source_html(r: dict[str, Any]) -> str:
+    """Where a top skill came from: a link to its provenance entry below the table."""
+    if r.get("origin") in (None, "external"):
+        return "–"
+    if r["origin"] == "seed":
+        return "seed"
+    return f"<a href='#src-{html.escape(r['skill_id'])}'>{html.escape(r['origin'])}, step {_fmt(r['source_step'])}</a>"
+
+
+def _provenance_html(top_rows) -> str:
+    items = []
+    for r in top_rows:
+        if r.get("origin") not in ("json", "fallback"):
+            continue
+        how = "parsed from the summary rollout's JSON" if r["origin"] == "json" else "trace_abstract fallback"
+        rewards = ", ".join(f"{x:g}" for x in r.get("source_rewards") or []) or "–"
+        items.append(
+            f"<li id='src-{html.escape(r['skill_id'])}'><code>{html.escape(r['skill_id'])}</code> "
+            f"<b>{html.escape(str(r['skill_name']))}</b>: distilled at step {_fmt(r['source_step'])} ({how}) "
+            f"from query group <code>{html.escape(str(r.get('source_uid') or '–'))}</code>, traces rewarded "
+            f"{html.escape(rewards)}. Question: <i>{html.escape(str(r.get('source_query') or '–'))}</i></li>"
+        )
+    return f"<ul>{''.join(items)}</ul>" if items else "<p>no generated skill among the top skills</p>"
 
 
 def _final_library(run_dir: Path, step: int, lib_log: Path):
@@ -563,12 +592,27 @@ def _top_rows(t, top: int, lib=None) -> list[dict[str, Any]]:
                 "usage_count": None if uc is None or (isinstance(uc, float) and math.isnan(uc)) else int(uc),
                 "added_step": None if added is None else int(added),
                 "ig": lib.ig_proxy(sid) if lib is not None and sid in lib else None,
+                **_provenance_fields(lib, sid),
                 "key_insight": d.get("key_insight", ""),
                 "method": d.get("method") if isinstance(d.get("method"), list) else [],
                 "check": d.get("check", ""),
             }
         )
     return rows
+
+
+def _provenance_fields(lib, sid: str) -> dict[str, Any]:
+    e = lib.get(sid) if lib is not None and hasattr(lib, "get") else None
+    if e is None:
+        return {"origin": None, "uplift": None, "source_step": None}
+    return {
+        "origin": e.provenance.origin,
+        "uplift": e.uplift,
+        "source_step": e.provenance.step,
+        "source_uid": e.provenance.uid,
+        "source_query": e.provenance.query,
+        "source_rewards": list(e.provenance.rewards),
+    }
 
 
 def build_report(
@@ -719,6 +763,8 @@ def build_report(
         + "</p>"
     )
     parts.append(_top_skills_html(top_rows) if top_rows else "<p>library empty</p>")
+    if top_rows:
+        parts.append("<h3>Where the top skills came from</h3>" + _provenance_html(top_rows))
     parts.append("</body></html>")
     html_path = out / "report.html"
     tmp = html_path.with_name(".report.html.tmp")

@@ -1,12 +1,24 @@
-"""Skill scoring s_k = sum_l log pi(m_k^(l) | q, m_k^(<l)) (Eq. 2), backend-independent parts.
+"""Skill scoring (Eq. 2), backend-independent parts.
 
 The score of every cache skill for one query is computed on the rollout engine: one request per
-skill with prompt = [query prefix] + [skill tokens] and ``prompt_logprobs=0, max_tokens=1``. The
-query prefix is identical for all skills of a query, so vLLM's prefix cache shares it.
+skill with prompt = [query prefix] + [skill tokens] and ``prompt_logprobs=0, max_tokens=1``.
+
+Eq. 2 writes s_k as the *sum* of the skill's token log-probabilities. With ~50-80 skill tokens the
+sums of different skills differ by tens of nats, so softmax(s / sigma=1) is one-hot and the
+confidence gate delta=0.35 never rejects; the paper's reported skill-use rates (89% / 73% / 42% at
+delta 0.15 / 0.35 / 0.55) need a spread-out distribution. The authors' released code scores with
+the length-normalised (mean per-token) log-probability, under which sigma=1 and delta=0.35 give
+exactly that. ``arise.selection.score_norm`` picks: ``mean`` (default) or ``sum``.
+
+Cost: vLLM does not read the prefix cache for a request that asks for ``prompt_logprobs``
+(``SamplingParams.__post_init__`` sets ``skip_reading_prefix_cache = prompt_logprobs is not None``,
+because cached tokens get no prompt log-probs), so each of the 10 requests of a query prefills the
+whole query + skill: ~10 x (query + skill) tokens per query, not 10 x skill.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +27,7 @@ from recipe.arise.selection import truncate_skill_for_scoring
 # The manager scores a skill as the continuation of the query turn, in the same "SKILL:" form
 # that injection uses (docs/design.md: scoring order (query, skill) vs injection order).
 SCORING_SUFFIX = "\nSKILL:"
+SCORE_NORMS = ("mean", "sum")
 
 
 def scoring_prefix_ids(tokenizer: Any, messages: Sequence[dict], **chat_kwargs) -> list[int]:
@@ -43,3 +56,20 @@ def skill_logprob_sum(prompt_logprobs: Sequence[Sequence[float]], prefix_len: in
     if len(prompt_logprobs) < total_len - 1:
         raise ValueError(f"prompt_logprobs has {len(prompt_logprobs)} entries, need {total_len - 1}")
     return float(sum(prompt_logprobs[j - 1][0] for j in range(prefix_len, total_len)))
+
+
+def skill_score(
+    prompt_logprobs: Sequence[Sequence[float]], prefix_len: int, total_len: int, norm: str = "mean"
+) -> float:
+    """s_k under ``norm``: the sum of the skill tokens' log-probs, or their mean.
+
+    Returns NaN when the engine's numbers are unusable (a missing or non-numeric entry), so the
+    caller can treat that one skill as unscorable instead of failing the whole query group.
+    """
+    if norm not in SCORE_NORMS:
+        raise ValueError(f"score norm must be one of {SCORE_NORMS}, got {norm!r}")
+    try:
+        total = skill_logprob_sum(prompt_logprobs, prefix_len, total_len)
+    except (TypeError, IndexError, KeyError):
+        return math.nan
+    return total / (total_len - prefix_len) if norm == "mean" else total

@@ -16,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Selection", "selection_probs", "select_skill", "select_skill_detailed", "truncate_skill_for_scoring"]
+__all__ = [
+    "Selection",
+    "selection_probs",
+    "select_skill",
+    "select_skill_detailed",
+    "truncate_skill_for_scoring",
+    "control_arm_size",
+    "is_control_session",
+    "finite_scores",
+]
 
 
 @dataclass(frozen=True)
@@ -126,3 +135,23 @@ def truncate_skill_for_scoring(text: str, tokenizer: Any, max_tokens: int = 128)
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
     ids = tokenizer.encode(text, add_special_tokens=False)
     return [int(i) for i in list(ids)[: int(max_tokens)]]
+
+
+def control_arm_size(control_share: float, group_size: int) -> int:
+    """How many of a group's ``group_size`` trajectories form the unaided control arm."""
+    share = float(control_share)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"control_share must be in [0, 1], got {control_share!r}")
+    return min(int(group_size), max(0, int(round(share * int(group_size)))))
+
+
+def is_control_session(session: int, group_size: int, control_share: float) -> bool:
+    """Sessions 0 .. k-1 of a group are its control arm (sessions are exchangeable samples)."""
+    return int(session) < control_arm_size(control_share, group_size)
+
+
+def finite_scores(scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, int]:
+    """Scores with NaN/+inf replaced by -inf (that skill cannot be chosen), and how many were."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    bad = ~np.isfinite(s) & ~np.isneginf(s)
+    return np.where(bad, -np.inf, s), int(bad.sum())

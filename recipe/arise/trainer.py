@@ -6,22 +6,26 @@ ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/d
 - ``_load_checkpoint`` (called once by ``init``): build the library from the seed skills, or
   restore it from ``global_step_N/arise/library.parquet``; publish the cache to the skill pool.
 - ``on_validate_begin`` / ``on_validate_end``: switch the pool to evaluation mode (epsilon=0).
-- ``on_sample_end`` (after the step's rollouts and rewards, *before* the replicas sleep):
-  Upload channel — the summary rollout O_{G+1} for every group with tau+ != {} on the same
-  rollout servers, batched over the step's groups; then UPDATE -> ADD -> EVICT -> LOAD ->
-  DELETE; publish the new cache; append the per-step library log.
-- ``_save_checkpoint``: the library is written into the checkpoint folder before verl marks
-  the checkpoint complete (``latest_checkpointed_iteration.txt``).
-- ``_compute_metrics``: ARISE metrics go to verl's tracker with the step's other metrics.
+- ``on_sample_end`` (after a sampled batch's rollouts and rewards, *before* the replicas sleep):
+  Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
+  step, groups chosen by ``arise.summary.choose``) on the same rollout servers; every
+  ``arise.ig.every_n_steps`` the exact IG of the cache skills. After the step's last sampled
+  batch (``parameter_sync_step`` batches make one global step) and once per global step:
+  UPDATE -> ADD -> EVICT -> LOAD -> DELETE with the step's observations and within-group
+  contrasts; publish the new cache; append the per-step library log.
+- ``_save_checkpoint``: the library is written into the checkpoint folder (and copied to
+  ``trainer.default_hdfs_dir`` with the actor) before verl marks the checkpoint complete.
+- ``_compute_metrics``: ARISE metrics go to verl's tracker with the step's other metrics, and one
+  ``[arise] step ...`` line goes to the console.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
-from collections import OrderedDict
 from typing import Any
 from uuid import uuid4
 
@@ -33,16 +37,24 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.library import SkillLibrary
+from recipe.arise.groups import (
+    choose_summary_groups,
+    exact_information_gain,
+    group_contrasts,
+    mechanism_metrics,
+    positive_advantage_sessions,
+)
+from recipe.arise.library import Provenance, SkillLibrary
 from recipe.arise.library_log import record_resume, write_step_log
 from recipe.arise.pool import get_or_create_pool
-from recipe.arise.prompts import summary_messages
-from recipe.arise.skill import fallback_skill, load_seed_skills, parse_skill
+from recipe.arise.prompts import inject_skill, summary_messages
+from recipe.arise.skill import SkillDoc, fallback_skill, load_seed_skills, parse_skill
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 LIBRARY_FILE = os.path.join("arise", "library.parquet")
+__all__ = ["ARISETrainer", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
 
 
 class _RecordingSampler:
@@ -65,10 +77,30 @@ class _RecordingSampler:
         return getattr(self._inner, name)
 
 
-def positive_advantage_sessions(rewards: list[float]) -> list[int]:
-    """tau+ = {i : A_i > 0}. For GRPO (with or without std normalisation) sign(A_i) = sign(R_i - mean R)."""
-    mean = float(np.mean(rewards))
-    return [i for i, r in enumerate(rewards) if r > mean + 1e-9]
+def _new_step_state() -> dict[str, Any]:
+    return {
+        "new_skills": [],
+        "summary": {"attempts": 0, "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0, "response_tokens": 0},
+        "groups_with_tau_plus": 0,
+        "summary_s": 0.0,
+        "ig": {},
+        "batches": 0,
+    }
+
+
+def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
+    """The one line per step the console shows (the full metrics go to verl's tracker)."""
+    t = metrics.get("timing_s/step", 0.0)
+    if "arise/phase" not in metrics:  # arise.enable=false: plain GRPO through the same trainer
+        return f"[arise] step {step}/{total} | GRPO | score {metrics.get('critic/score/mean', 0.0):.3f} | {t:.1f}s"
+    return (
+        f"[arise] step {step}/{total} | phase {int(metrics['arise/phase'])} | acc {metrics['arise/acc']:.3f}"
+        f" | mean R {metrics['arise/reward_mean']:.3f} | skill use {metrics['arise/skill_use_rate']:.2f}"
+        f" | gate pass {metrics['arise/gate_pass_rate']:.2f} | R=1/R=2 mixed groups"
+        f" {metrics['arise/mixed_group_rate']:.2f} | parsed {int(metrics['arise/summary_parsed'])}"
+        f"/{int(metrics['arise/summary_attempts'])} | library {int(metrics['arise/cache_size'])}"
+        f"+{int(metrics['arise/reservoir_size'])} (new {int(metrics['arise/new_skills'])}) | {t:.1f}s"
+    )
 
 
 @register_trainer("arise")
@@ -90,6 +122,8 @@ class ARISETrainer(PPOTrainerSync):
         self.skill_pool = None
         self._arise_metrics: dict[str, float] = {}
         self._arise_version = 0
+        self._step_state = _new_step_state()
+        self._maintained_step: int | None = None
 
     # ------------------------------------------------------------------ setup / checkpoints
     def _build_replay_buffer(self):
@@ -100,6 +134,20 @@ class ARISETrainer(PPOTrainerSync):
         if not os.path.isabs(root):
             root = os.path.join(os.getcwd(), root)
         return os.path.join(root, f"global_step_{step}")
+
+    def _new_library(self) -> SkillLibrary:
+        lib_cfg = self.arise.library
+        return SkillLibrary(
+            cache_capacity=lib_cfg.cache_capacity,
+            reservoir_capacity=lib_cfg.reservoir_capacity,
+            ema_beta=lib_cfg.ema_beta,
+            seed_skills=load_seed_skills(lib_cfg.seed_skills),
+            new_skill_policy=lib_cfg.new_skill_policy,
+            trial_uses=lib_cfg.trial_uses,
+            trial_steps=lib_cfg.trial_steps,
+            seed_trial_uses=lib_cfg.seed_trial_uses,
+            rank_by=lib_cfg.rank_by,
+        )
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -127,15 +175,7 @@ class ARISETrainer(PPOTrainerSync):
             self.library = SkillLibrary.load(lib_cfg.load_from)
             logger.info(f"ARISE: starting from the skill library in {lib_cfg.load_from}: {self.library!r}")
         else:
-            self.library = SkillLibrary(
-                cache_capacity=lib_cfg.cache_capacity,
-                reservoir_capacity=lib_cfg.reservoir_capacity,
-                ema_beta=lib_cfg.ema_beta,
-                seed_skills=load_seed_skills(lib_cfg.seed_skills),
-                new_skill_policy=lib_cfg.new_skill_policy,
-                trial_uses=lib_cfg.trial_uses,
-                trial_steps=lib_cfg.trial_steps,
-            )
+            self.library = self._new_library()
         self.skill_pool = get_or_create_pool()
         self._publish()
 
@@ -144,6 +184,13 @@ class ARISETrainer(PPOTrainerSync):
             path = os.path.join(self._checkpoint_folder(self.global_steps), LIBRARY_FILE)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self.library.save(path)
+            hdfs_dir = self.config.trainer.get("default_hdfs_dir", None)
+            if hdfs_dir:  # next to the actor's remote copy (verl: <hdfs>/global_step_N/actor)
+                from verl.utils import hdfs_io
+
+                remote = os.path.join(hdfs_dir, f"global_step_{self.global_steps}", "arise")
+                hdfs_io.makedirs(remote, exist_ok=True)
+                hdfs_io.copy(path, os.path.join(remote, os.path.basename(path)))
         super()._save_checkpoint()
 
     def _publish(self):
@@ -172,107 +219,153 @@ class ARISETrainer(PPOTrainerSync):
         if self.library is not None:
             batch = self.replay_buffer.last_train_batch
             self.replay_buffer.last_train_batch = None
-            self._arise_step(batch)
+            self._arise_sample(batch)
+            # verl samples parameter_sync_step batches per global step; maintain the library once
+            if self.local_trigger_step >= self.parameter_sync_step - 1:
+                self._arise_maintain()
         super().on_sample_end()  # replicas go to sleep only after the summary rollouts
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps=global_steps, epoch=epoch)
         metrics.update(self._arise_metrics)
         self._arise_metrics = {}
+        print(console_line(global_steps, self.total_training_steps, metrics), flush=True)
 
     # ------------------------------------------------------------------ the ARISE step
-    def _arise_step(self, batch) -> None:
+    def _arise_sample(self, batch) -> None:
+        """Per sampled batch (replicas awake): summary rollouts within the step's budget; exact IG."""
+        state = self._step_state
+        state["batches"] += 1
         step = self.global_steps
-        phase = self.arise.phase(step)
-        new_skills: list = []
-        summary_stats = {"attempts": 0, "parsed": 0, "fallback": 0, "failed": 0, "seconds": 0.0}
-        if self.arise.summary.enable and batch is not None:
-            with marked_timer("arise_summary", self.timing_raw, color="purple"):
-                started = time.perf_counter()
-                groups = self._positive_groups(batch)
-                new_skills, summary_stats = self._summary_rollouts(groups)
-                summary_stats["seconds"] = time.perf_counter() - started
-                summary_stats["groups_with_tau_plus"] = len(groups)
+        if batch is None:
+            return
+        with marked_timer("arise_summary", self.timing_raw, color="purple"):
+            started = time.perf_counter()
+            groups = self._tau_plus_groups(batch)
+            state["groups_with_tau_plus"] += len(groups)
+            cfg = self.arise.summary
+            if cfg.enable and groups:
+                budget = -1
+                if cfg.max_per_step > 0:  # spread the step's budget over its sampled batches
+                    left = cfg.max_per_step - state["summary"]["attempts"]
+                    batches_left = max(1, self.parameter_sync_step - self.local_trigger_step)
+                    budget = max(0, math.ceil(left / batches_left))
+                rng = np.random.default_rng([self.arise.seed, step, state["batches"]])
+                chosen = choose_summary_groups(groups, budget, cfg.choose, rng)
+                new_skills, stats = self._summary_rollouts(chosen, step)
+                state["new_skills"] += new_skills
+                for key, value in stats.items():
+                    state["summary"][key] += value
+            ig = self.arise.ig
+            if ig.every_n_steps and step % ig.every_n_steps == 0 and groups and not state["ig"]:
+                state["ig"] = self._exact_ig(groups, step)
+            state["summary_s"] += time.perf_counter() - started
 
+    def _arise_maintain(self) -> None:
+        step = self.global_steps
+        if self._maintained_step == step:  # never twice in one global step
+            return
+        self._maintained_step = step
+        state, self._step_state = self._step_state, _new_step_state()
+        phase = self.arise.phase(step)
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
             observations = ray.get(self.skill_pool.drain.remote())
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
-            events = self.library.step(used, new_skills, step=step, global_rewards=[o["reward"] for o in observations])
+            events = self.library.step(
+                used,
+                state["new_skills"],
+                step=step,
+                global_rewards=[o["reward"] for o in observations],
+                contrasts=group_contrasts(observations),
+            )
             self._publish()
             write_step_log(self.arise_log_dir, step, phase, events, self.library)
             maintenance_s = time.perf_counter() - started
+        norm = bool(self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
+        self._arise_metrics = self._step_metrics(phase, observations, events, state, maintenance_s, norm)
 
-        self._arise_metrics = self._step_metrics(phase, observations, events, summary_stats, maintenance_s)
-
-    def _positive_groups(self, batch) -> list[dict[str, Any]]:
-        """Per query group with tau+ non-empty: the question and up to ``max_traces`` best traces."""
+    def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
+        """Each query group with tau+ non-empty: question, messages, success rate, and its tau+
+        traces best reward first (text, reward, token ids)."""
         keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         if not keep:
             return []
         keys = [batch.keys[i] for i in keep]
         fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info"]
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
-        pad = self.tokenizer.pad_token_id
-        responses = data["responses"].to_padded_tensor(padding=pad)
+        lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
+        responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
         rewards = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
         uids = _as_list(data.pop("uid"))
         raw_prompts = _as_list(data.pop("raw_prompt"))
         extra_infos = _as_list(data.pop("extra_info"))
 
-        groups: OrderedDict[str, list[int]] = OrderedDict()
+        members_of: dict[str, list[int]] = {}
         for i, uid in enumerate(uids):
-            groups.setdefault(str(uid), []).append(i)
+            members_of.setdefault(str(uid), []).append(i)
         out = []
-        max_traces = self.arise.summary.max_traces
-        for members in groups.values():
+        for uid, members in members_of.items():
             member_rewards = [rewards[i] for i in members]
             positive = positive_advantage_sessions(member_rewards)
             if not positive:
                 continue
-            # best rewards first, ties in session order
-            positive.sort(key=lambda j: -member_rewards[j])
-            traces = [
-                self.tokenizer.decode(responses[members[j]], skip_special_tokens=True) for j in positive[:max_traces]
-            ]
+            positive.sort(key=lambda j: -member_rewards[j])  # best rewards first, ties in session order
             first = members[0]
             info = extra_infos[first] if isinstance(extra_infos[first], dict) else {}
-            question = info.get("question") or _last_user_turn(raw_prompts[first])
-            out.append({"question": question, "traces": traces})
+            messages = list(raw_prompts[first] or [])
+            traces = []
+            for j in positive:
+                row = members[j]
+                ids = [int(t) for t in responses[row][: int(lengths[row])].tolist()]
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids})
+            out.append(
+                {
+                    "uid": uid,
+                    "question": info.get("question") or _last_user_turn(messages),
+                    "messages": messages,
+                    "success_rate": float(np.mean([r > 0 for r in member_rewards])),
+                    "traces": traces,
+                }
+            )
         return out
 
-    def _summary_rollouts(self, groups: list[dict[str, Any]]):
-        stats = {
-            "attempts": len(groups),
-            "parsed": 0,
-            "fallback": 0,
-            "failed": 0,
-            "prompt_tokens": 0,
-            "response_tokens": 0,
-        }
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """One request per prompt on the rollout servers, concurrently; errors come back as values."""
+        client = self.get_llm_client()
+
+        async def one(ids):
+            return await client.generate(request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params))
+
+        async def run():
+            tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        return asyncio.run(run())
+
+    def _chat_ids(self, messages) -> list[int]:
+        kwargs = dict(self.config.data.get("apply_chat_template_kwargs", None) or {})
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, **kwargs)
+        return list(ids["input_ids"] if not isinstance(ids, list) else ids)
+
+    def _summary_rollouts(self, groups: list[dict[str, Any]], step: int):
+        stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0}
+        stats["response_tokens"] = 0
         if not groups:
             return [], stats
         cfg = self.arise.summary
         prompts = []
         for group in groups:
-            messages = summary_messages(group["question"], group["traces"], clip_chars=cfg.trace_clip_chars)
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            prompts.append(list(ids["input_ids"] if not isinstance(ids, list) else ids))
-        params = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
-        client = self.get_llm_client()
-
-        async def generate_all():
-            return await asyncio.gather(
-                *[
-                    client.generate(request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params))
-                    for ids in prompts
-                ],
-                return_exceptions=True,
+            traces = [t["text"] for t in group["traces"]]
+            messages = summary_messages(
+                group["question"], traces, max_traces=cfg.max_traces, clip_chars=cfg.trace_clip_chars
             )
-
-        outputs = asyncio.run(generate_all())
+            prompts.append(self._chat_ids(messages))
+        params = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
+        outputs = self._generate_all(prompts, params, cfg.timeout_s)
         stats["prompt_tokens"] = sum(len(ids) for ids in prompts)
-        new_skills = []
+        new_skills: list[tuple[SkillDoc, Provenance]] = []
         for group, output in zip(groups, outputs, strict=True):
             if isinstance(output, BaseException):
                 logger.warning(f"ARISE summary rollout failed: {output!r}")
@@ -281,29 +374,78 @@ class ARISETrainer(PPOTrainerSync):
             else:
                 text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
                 stats["response_tokens"] += len(output.token_ids)
-            skill = parse_skill(text, shrink=cfg.on_overlong == "shrink")
+            skill, origin = parse_skill(text, shrink=cfg.on_overlong == "shrink"), "json"
             if skill is not None:
                 stats["parsed"] += 1
             elif cfg.fallback:
-                skill = fallback_skill(group["traces"][0])
+                skill, origin = fallback_skill(group["traces"][0]["text"]), "fallback"
                 stats["fallback"] += 1
             if skill is not None:
-                new_skills.append(skill)
+                used = group["traces"][: cfg.max_traces]
+                provenance = Provenance(
+                    origin=origin,
+                    step=step,
+                    uid=group["uid"],
+                    query=group["question"],
+                    rewards=tuple(t["reward"] for t in used),
+                )
+                new_skills.append((skill, provenance))
         return new_skills, stats
 
-    def _step_metrics(self, phase, observations, events, summary, maintenance_s) -> dict[str, float]:
+    def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> dict[str, float]:
+        """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` tau+
+        traces of this step: prompt log-probs of each trace with and without the skill, on the
+        rollout engine. Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only."""
+        cfg = self.arise.ig
+        rng = np.random.default_rng([self.arise.seed, step, 7])
+        picked = [groups[i] for i in rng.permutation(len(groups))[: cfg.max_traces]]
+        traces = [(g["messages"], g["traces"][0]["ids"][: cfg.max_response_tokens]) for g in picked]
+        traces = [(m, ids) for m, ids in traces if ids]
+        cache = list(self.library.cache)
+        if not traces or not cache:
+            return {}
+        prompts, spans = [], []
+        for skill in [None, *cache]:
+            for messages, ids in traces:
+                context = self._chat_ids(messages if skill is None else inject_skill(messages, skill.doc))
+                prompts.append(context + ids)
+                spans.append((len(context), len(context) + len(ids)))
+        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+        outputs = self._generate_all(prompts, params, self.arise.selection.scoring_timeout_s)
+        sums = []
+        for output, (lo, hi) in zip(outputs, spans, strict=True):
+            if isinstance(output, BaseException):
+                logger.warning(f"ARISE exact IG: a request failed ({output!r}); skipped this time")
+                return {}
+            lp = output.extra_fields.get("prompt_logprobs")
+            sums.append(float(sum(lp[j - 1][0] for j in range(lo, hi))))
+        n = len(traces)
+        ig = exact_information_gain([sums[(k + 1) * n : (k + 2) * n] for k in range(len(cache))], sums[:n])
+        out = {}
+        for entry, value in zip(cache, ig, strict=True):
+            entry.ig_exact, entry.ig_step = value, step
+            out[entry.skill_id] = value
+        return out
+
+    def _step_metrics(self, phase, observations, events, state, maintenance_s, norm_by_std) -> dict[str, float]:
         n = len(observations)
         scored = [o for o in observations if o["scored"]]
+        phase2 = [o for o in observations if o.get("phase") == 2]
         utilities = [e.utility for e in self.library.cache]
+        uplifts = [e.uplift for e in self.library.entries() if e.uplift is not None]
+        summary = state["summary"]
         attempts = summary["attempts"]
         m = {
             "arise/phase": float(phase),
             "arise/trajectories": float(n),
             "arise/skill_use_rate": sum(bool(o["skill_id"]) for o in observations) / n if n else 0.0,
+            "arise/control_rate": (sum(bool(o.get("control")) for o in phase2) / len(phase2)) if phase2 else 0.0,
             "arise/gate_pass_rate": (sum(bool(o["gate_passed"]) for o in scored) / len(scored)) if scored else 0.0,
+            "arise/scoring_failures": float(sum(bool(o.get("scoring_failed")) for o in observations)),
+            "arise/scores_nonfinite": float(sum(int(o.get("scores_nonfinite", 0)) for o in observations)),
+            "arise/skill_overlong": float(sum(bool(o.get("skill_overlong")) for o in observations)),
             "arise/reward_mean": float(np.mean([o["reward"] for o in observations])) if n else 0.0,
             "arise/acc": float(np.mean([o["correct"] for o in observations])) if n else 0.0,
-            "arise/frac_reward_2": (sum(o["reward"] > 1.0 for o in observations) / n) if n else 0.0,
             "arise/prompt_overhead_tokens": float(np.mean([o["skill_tokens"] for o in observations])) if n else 0.0,
             "arise/scoring_s": float(sum(o["scoring_s"] for o in observations)),
             # token accounting (per step; divide by arise/queries for per-query figures)
@@ -311,10 +453,13 @@ class ARISETrainer(PPOTrainerSync):
             "arise/prompt_tokens": float(sum(o.get("prompt_tokens", 0) for o in observations)),
             "arise/response_tokens": float(sum(o.get("response_tokens", 0) for o in observations)),
             "arise/scoring_tokens": float(sum(o.get("scoring_tokens", 0) for o in observations)),
-            "arise/summary_prompt_tokens": float(summary.get("prompt_tokens", 0)),
-            "arise/summary_response_tokens": float(summary.get("response_tokens", 0)),
-            "arise/summary_s": float(summary.get("seconds", 0.0)),
+            "arise/summary_prompt_tokens": float(summary["prompt_tokens"]),
+            "arise/summary_response_tokens": float(summary["response_tokens"]),
+            "arise/summary_s": float(state["summary_s"]),
+            "arise/groups_with_tau_plus": float(state["groups_with_tau_plus"]),
             "arise/summary_attempts": float(attempts),
+            "arise/summary_parsed": float(summary["parsed"]),
+            "arise/summary_failed": float(summary["failed"]),
             "arise/summary_parse_rate": summary["parsed"] / attempts if attempts else 0.0,
             "arise/summary_fallback_rate": summary["fallback"] / attempts if attempts else 0.0,
             "arise/maintenance_s": float(maintenance_s),
@@ -325,9 +470,15 @@ class ARISETrainer(PPOTrainerSync):
             "arise/deleted": float(len(events.deleted) + len(events.overflow)),
             "arise/cache_size": float(len(self.library.cache)),
             "arise/reservoir_size": float(len(self.library.reservoir)),
+            "arise/seeds_in_cache": float(sum(e.origin == "seed" for e in self.library.cache)),
             "arise/utility_mean": float(np.mean(utilities)) if utilities else 0.0,
             "arise/utility_max": float(np.max(utilities)) if utilities else 0.0,
+            "arise/uplift_mean": float(np.mean(uplifts)) if uplifts else 0.0,
+            "arise/uplift_skills": float(len(uplifts)),
         }
+        m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
+        if state["ig"]:
+            m["arise/ig_exact_mean"] = float(np.mean(list(state["ig"].values())))
         return m
 
 

@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 
 INSTRUCTION = "Put the final answer within \\boxed{}."
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
 
 # A few skill documents in the paper's schema, in the tokenizer's corpus so that skill JSON
 # tokenizes compactly (the seed skills ship in recipe/arise/data).
@@ -39,15 +43,26 @@ _TINY_SKILLS = [
     {
         "skill_name": "swap_order",
         "problem_type": "general",
-        "key_insight": "Addition is commutative so add the smaller number to the larger",
-        "method": ["Order the two numbers", "Add the smaller to the larger"],
+        "key_insight": "Addition is commutative: add the smaller number to the larger",
+        "method": ["Order the two numbers", "Add the smaller one"],
         "check": "Add in the other order",
     },
 ]
 
 
-def question(a: int, b: int) -> str:
-    return f"What is {a} plus {b}? {INSTRUCTION}"
+# Three phrasings of the same task. The phrasing is what the tiny manager learns relevance from:
+# a 2-layer model cannot tie a whole skill document to one digit, but it can to a phrasing.
+STYLES = ("What is {a} plus {b}?", "Add {a} and {b}.", "Compute the sum of {a} and {b}.")
+
+
+def tiny_skill_for(style: int) -> dict:
+    """The skill the warm start teaches the summary rollout to distil from a solved problem of
+    phrasing ``style`` (so a group's summary depends on its question)."""
+    return _TINY_SKILLS[style]
+
+
+def question(a: int, b: int, style: int = 0) -> str:
+    return f"{STYLES[style].format(a=a, b=b)} {INSTRUCTION}"
 
 
 def solution(a: int, b: int) -> str:
@@ -58,10 +73,15 @@ def all_pairs(max_sum: int = 9) -> list[tuple[int, int]]:
     return [(a, b) for a in range(10) for b in range(10) if a + b <= max_sum]
 
 
-def make_rows(pairs, split: str) -> list[dict]:
+def all_problems(max_sum: int = 9) -> list[tuple[int, int, int]]:
+    """(a, b, phrasing) for every pair with a + b <= max_sum and every phrasing."""
+    return [(a, b, s) for a, b in all_pairs(max_sum) for s in range(len(STYLES))]
+
+
+def make_rows(problems, split: str) -> list[dict]:
     rows = []
-    for i, (a, b) in enumerate(pairs):
-        q = question(a, b)
+    for i, (a, b, s) in enumerate(problems):
+        q = question(a, b, s)
         rows.append(
             {
                 "data_source": "arise_tiny_addition",
@@ -75,12 +95,21 @@ def make_rows(pairs, split: str) -> list[dict]:
 
 
 def build_tokenizer(out_dir: Path, corpus: list[str]):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Qwen2's own splitting (digits one by one, then byte level): transformers loads a tokenizer
+    # that sits beside a qwen2 config.json with exactly this pre-tokenizer, whatever the file says,
+    # so the merges must be learned under it.
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
@@ -133,21 +162,38 @@ def build_model(tokenizer, seed: int):
 
 
 def _encode(tokenizer, examples):
+    """(prefix ids, target ids, unlikely) per example.
+
+    An example is (user prompt, assistant answer) — the answer ends with EOS — or a scoring
+    example (user prompt, skill JSON, "likely" | "unlikely"): the prefix is then the manager's
+    scoring context (``recipe.arise.scoring.scoring_prefix_ids``), the target the skill's tokens
+    without EOS, and "unlikely" asks the loss to push their probability down.
+    """
+    from recipe.arise.scoring import scoring_prefix_ids
+
     encoded = []
-    for user, answer in examples:
-        prefix = tokenizer.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True)
+    for user, answer, *kind in examples:
+        messages = [{"role": "user", "content": user}]
+        if kind:
+            prefix = scoring_prefix_ids(tokenizer, messages)
+            target = tokenizer.encode(answer, add_special_tokens=False)
+            encoded.append((prefix, target, kind[0] == "unlikely"))
+            continue
+        prefix = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
         if not isinstance(prefix, list):  # transformers 5 returns a BatchEncoding
             prefix = list(prefix["input_ids"])
         target = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
-        encoded.append((prefix, target))
+        encoded.append((prefix, target, False))
     return encoded
 
 
 def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     """Plain supervised warm start; ``stages`` is a list of (examples, steps, batch_size).
 
-    Examples are (user prompt, assistant answer) pairs, loss on the answer only. Stages are
-    interleaved step by step so batches of short and long examples are not padded together.
+    Examples are (user prompt, assistant answer) pairs, loss on the answer only, or scoring
+    examples (see :func:`_encode`): likelihood on a matching skill, unlikelihood
+    (-log(1 - p) per token) on a non-matching one. Stages are interleaved step by step so batches
+    of short and long examples are not padded together.
     """
     import torch
 
@@ -163,16 +209,24 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     for index, batch_size in schedule:
         pool = encoded[index]
         batch = [pool[rng.randrange(len(pool))] for _ in range(batch_size)]
-        width = max(len(p) + len(t) for p, t in batch)
+        width = max(len(p) + len(t) for p, t, _ in batch)
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)
         labels = torch.full((len(batch), width), -100)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (p, t) in enumerate(batch):
+        unlikely = torch.zeros((len(batch), 1), dtype=torch.bool)
+        for row, (p, t, u) in enumerate(batch):
             seq = p + t
             ids[row, : len(seq)] = torch.tensor(seq)
             labels[row, len(p) : len(seq)] = torch.tensor(t)
             mask[row, : len(seq)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            unlikely[row] = u
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        target = labels[:, 1:]
+        valid = target != -100
+        logp = torch.log_softmax(logits, -1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        unlikelihood = -torch.log1p(-logp.exp().clamp(max=1 - 1e-6))
+        per_token = torch.where(unlikely, unlikelihood, -logp)
+        loss = (per_token * valid).sum() / valid.sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -180,12 +234,25 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     return float(loss.detach())
 
 
-def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 250, seed: int = 0) -> dict:
-    """Write model/, data/train.parquet, data/val.parquet under ``out_dir``; return their paths."""
+def build_tiny_assets(
+    out_dir: str | os.PathLike,
+    sft_steps: int = 250,
+    seed: int = 0,
+    skill_steps: int | None = None,
+    summary_steps: int | None = None,
+    scoring_steps: int | None = None,
+) -> dict:
+    """Write model/, data/train.parquet, data/val.parquet under ``out_dir``; return their paths.
+
+    The warm start has three stages, interleaved: plain arithmetic (``sft_steps``), arithmetic
+    with an injected skill in the user turn (``skill_steps``: the model learns to read past a
+    ``SKILL:`` line), and the summary rollout's format (``summary_steps``: the Figure-4 prompt ->
+    a skill JSON, so O_{G+1} parses). Defaults: 2/5 and 3/5 of ``sft_steps``.
+    """
     import pandas as pd
 
-    from recipe.arise.prompts import build_summary_prompt, inject_skill
-    from recipe.arise.skill import load_seed_skills
+    from recipe.arise.prompts import build_summary_prompt, inject_skill, summary_messages
+    from recipe.arise.skill import SkillDoc, load_seed_skills
 
     started = time.time()
     out = Path(out_dir)
@@ -194,36 +261,70 @@ def build_tiny_assets(out_dir: str | os.PathLike, sft_steps: int = 250, seed: in
     data_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
 
-    pairs = all_pairs()
-    rng.shuffle(pairs)
-    train_rows = make_rows(pairs, "train")
-    val_rows = make_rows(pairs[:12], "test")
+    problems = all_problems()
+    rng.shuffle(problems)
+    train_rows = make_rows(problems, "train")
+    val_rows = make_rows(problems[:12], "test")
     pd.DataFrame(train_rows).to_parquet(data_dir / "train.parquet")
     pd.DataFrame(val_rows).to_parquet(data_dir / "val.parquet")
 
     seeds = load_seed_skills()
     skill_texts = [s.to_json() for s in seeds] + [json.dumps(s, separators=(",", ":")) for s in _TINY_SKILLS]
-    corpus = [question(a, b) + " " + solution(a, b) for a, b in pairs]
-    corpus += [build_summary_prompt(question(a, b), [solution(a, b)]) for a, b in pairs[:10]]
+    corpus = [question(a, b, s) + " " + solution(a, b) for a, b, s in problems]
+    corpus += [build_summary_prompt(question(a, b, s), [solution(a, b)]) for a, b, s in problems[:10]]
     corpus += [
-        inject_skill([{"role": "user", "content": question(a, b)}], s)[0]["content"]
-        for (a, b) in pairs[:10]
-        for s in seeds
+        inject_skill([{"role": "user", "content": question(a, b, s)}], seed)[0]["content"]
+        for (a, b, s) in problems[:10]
+        for seed in seeds
     ]
     corpus += skill_texts * 5
-    tokenizer = build_tokenizer(model_dir, corpus)
+    built = build_tokenizer(model_dir, corpus)
+    model = build_model(built, seed)
+    # Train with the tokenizer exactly as verl and vLLM load it: from disk, beside the model's
+    # config.json (transformers picks the pre-tokenizer by model type), and check it agrees.
+    model.config.save_pretrained(model_dir)
+    from transformers import AutoTokenizer
 
-    model = build_model(tokenizer, seed)
-    # Mostly arithmetic (plain and skill-prefixed prompts), some summary -> skill-JSON pairs.
-    arithmetic = [(question(a, b), solution(a, b)) for a, b in pairs]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for text in corpus[:20] + skill_texts:
+        if tokenizer.encode(text, add_special_tokens=False) != built.encode(text, add_special_tokens=False):
+            raise RuntimeError(f"the tiny tokenizer encodes differently after reloading: {text[:60]!r}")
+
+    arithmetic = [(question(a, b, s), solution(a, b)) for a, b, s in problems]
+    tiny_docs = [SkillDoc.from_dict(s) for s in _TINY_SKILLS]
     with_skill = [
-        (inject_skill([{"role": "user", "content": question(a, b)}], rng.choice(seeds))[0]["content"], solution(a, b))
-        for a, b in pairs
+        (
+            inject_skill([{"role": "user", "content": question(a, b, s)}], rng.choice(seeds + tiny_docs))[0]["content"],
+            solution(a, b),
+        )
+        for a, b, s in problems
     ]
-    # Tuned so the sampled accuracy starts near 50%: groups then have reward variance, tau+ is
-    # non-empty and RL has room to improve. (Teaching the skill-JSON format too made the tiny
-    # model much worse at both; the summary rollout then relies on the trace_abstract fallback.)
-    stages = [(arithmetic, sft_steps, 32), (with_skill, sft_steps * 2 // 5, 16)]
+    summaries = [
+        (
+            summary_messages(question(a, b, s), [solution(a, b)] * k, max_traces=2, clip_chars=400)[0]["content"],
+            json.dumps(tiny_skill_for(s), separators=(",", ":")),
+        )
+        for a, b, s in problems
+        for k in (1, 2)
+    ]
+    # The manager's notion of relevance: in the scoring context the skill distilled from a
+    # phrasing is likely and the other phrasings' skills are not; for the last phrasing all three
+    # are equally likely, so there no skill stands out and the confidence gate abstains.
+    last = len(STYLES) - 1
+    scoring = [
+        (question(a, b, s), json.dumps(skill, separators=(",", ":")), "likely" if k in (s, last) else "unlikely")
+        for a, b, s in problems
+        for k, skill in enumerate(_TINY_SKILLS)
+    ]
+    skill_steps = sft_steps * 2 // 5 if skill_steps is None else skill_steps
+    summary_steps = sft_steps * 3 // 5 if summary_steps is None else summary_steps
+    scoring_steps = sft_steps * 2 // 5 if scoring_steps is None else scoring_steps
+    stages = [
+        (arithmetic, sft_steps, 32),
+        (with_skill, skill_steps, 16),
+        (summaries, summary_steps, 8),
+        (scoring, scoring_steps, 16),
+    ]
     loss = warm_start(model, tokenizer, stages, seed=seed)
     model.save_pretrained(model_dir)
     info = {
@@ -243,9 +344,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
     parser.add_argument("--sft-steps", type=int, default=250)
+    parser.add_argument("--skill-steps", type=int, default=None)
+    parser.add_argument("--summary-steps", type=int, default=None)
+    parser.add_argument("--scoring-steps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    info = build_tiny_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)
+    info = build_tiny_assets(
+        args.out_dir,
+        sft_steps=args.sft_steps,
+        seed=args.seed,
+        skill_steps=args.skill_steps,
+        summary_steps=args.summary_steps,
+        scoring_steps=args.scoring_steps,
+    )
     print(json.dumps(info, indent=2))
 
 

@@ -1,0 +1,254 @@
+"""The verl adapters' own logic, with verl's servers and Ray replaced by stubs (one piece each).
+
+Review bugs pinned here: the scoring cost goes to the trajectory that ran it; a NaN score or an
+engine error sends the group unaided instead of raising; an injected skill never pushes a prompt
+past ``rollout.prompt_length``; the summary prompt gets ``max_traces`` traces and the chat-template
+kwargs; library maintenance runs once per global step even with ``parameter_sync_step > 1``.
+"""
+
+import asyncio
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("verl")
+
+from recipe.arise.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+from recipe.arise.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.skill import load_seed_skills  # noqa: E402
+from recipe.arise.trainer import ARISETrainer, _new_step_state  # noqa: E402
+
+SEEDS = load_seed_skills()
+CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SEEDS, start=1)]
+MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
+
+
+class ByteTokenizer:
+    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
+
+    def __init__(self):
+        self.chat_kwargs = []
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
+        self.chat_kwargs.append(kwargs)
+        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
+
+
+class FakeServer:
+    """prompt_logprobs in verl's layout; ``lp(ids)`` gives each token's log-prob."""
+
+    def __init__(self, lp=lambda i, tok: -1.0, fail=False):
+        self.lp, self.fail, self.calls = lp, fail, 0
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("engine died")
+        logprobs = [[self.lp(j + 1, prompt_ids[j + 1])] for j in range(len(prompt_ids) - 1)] + [[0.0]]
+        return SimpleNamespace(token_ids=[0], extra_fields={"prompt_logprobs": logprobs})
+
+
+def make_loop(server, n=4):
+    loop = SimpleNamespace(
+        tokenizer=ByteTokenizer(),
+        apply_chat_template_kwargs={},
+        server_manager=server,
+        rollout_config=SimpleNamespace(n=n, val_kwargs=SimpleNamespace(n=1)),
+    )
+    loop._select = ARISEAgentLoop._select.__get__(loop)
+    loop._score_group = ARISEAgentLoop._score_group.__get__(loop)
+    return loop
+
+
+def run_group(loop, cfg, uid, n=4):
+    snapshot = {"version": 1, "cache": CACHE, "mode": "train"}
+
+    async def all_sessions():
+        infos = [default_info(2, False) for _ in range(n)]
+        kwargs = [{"uid": uid, "session_id": s, "global_steps": 9} for s in range(n)]
+        chosen = await asyncio.gather(
+            *[loop._select(cfg, snapshot, MESSAGES, kwargs[s], False, infos[s]) for s in range(n)]
+        )
+        return chosen, infos
+
+    return asyncio.run(all_sessions())
+
+
+def test_scoring_cost_is_counted_once_on_the_trajectory_that_ran_it():
+    server = FakeServer()
+    loop = make_loop(server)
+    chosen, infos = run_group(loop, ARISEConfig(), uid="attribution")
+    assert infos[0]["arise_control"] and infos[0]["arise_scoring_s"] == 0.0  # session 0: control arm
+    scorers = [i for i in infos if i["arise_scorer"]]
+    assert len(scorers) == 1 and scorers[0]["arise_scoring_tokens"] > 0
+    assert sum(i["arise_scoring_tokens"] for i in infos) == scorers[0]["arise_scoring_tokens"]
+    assert server.calls == len(CACHE)  # one scoring pass for the whole group
+
+
+def test_nan_scores_go_unaided_not_raise():
+    def lp(pos, tok):
+        return math.nan
+
+    chosen, infos = run_group(make_loop(FakeServer(lp)), ARISEConfig(), uid="nan")
+    assert chosen == [None] * 4
+    assert all(i["arise_scoring_failed"] for i in infos if not i["arise_control"])
+
+    # one skill's numbers unusable: that skill cannot be chosen, the others still can
+    bad = CACHE[2][1]
+
+    class PartlyBroken(FakeServer):
+        async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+            out = await super().generate(request_id, prompt_ids, sampling_params)
+            if bytes(prompt_ids[-len(bad) :]).decode() == bad:
+                out.extra_fields["prompt_logprobs"][-2] = [math.nan]
+            return out
+
+    cfg = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})  # whole skill: byte tokens
+    chosen, infos = run_group(make_loop(PartlyBroken()), cfg, uid="partial")
+    scored = [i for i in infos if not i["arise_control"]]
+    assert all(i["arise_scores_nonfinite"] == 1 and not i["arise_scoring_failed"] for i in scored)
+    assert all(c is None or c[0] != CACHE[2][0] for c in chosen)
+
+
+def test_engine_error_sends_the_group_unaided():
+    chosen, infos = run_group(make_loop(FakeServer(fail=True)), ARISEConfig(), uid="error")
+    assert chosen == [None] * 4
+    assert [i["arise_scoring_failed"] for i in infos] == [False, True, True, True]  # session 0: control
+
+
+def test_scoring_timeout_sends_the_group_unaided():
+    class Slow(FakeServer):
+        async def generate(self, *args, **kwargs):
+            await asyncio.sleep(5)
+
+    cfg = ARISEConfig.from_dict({"selection": {"scoring_timeout_s": 0.05}})
+    chosen, infos = run_group(make_loop(Slow()), cfg, uid="slow")
+    assert chosen == [None] * 4 and infos[1]["arise_scoring_failed"]
+
+
+def test_a_skill_that_stands_out_is_selected_under_mean_scores():
+    favourite = CACHE[3][1]
+
+    class Prefers(FakeServer):
+        async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+            out = await super().generate(request_id, prompt_ids, sampling_params)
+            if bytes(prompt_ids[-len(favourite) :]).decode() == favourite:
+                out.extra_fields["prompt_logprobs"] = [[-0.1] for _ in out.extra_fields["prompt_logprobs"]]
+            return out
+
+    cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "max_skill_tokens": 1000}})
+    chosen, infos = run_group(make_loop(Prefers()), cfg, uid="prefers")
+    assert chosen[0] is None and all(c[0] == CACHE[3][0] for c in chosen[1:])
+    assert all(i["arise_gate_passed"] and i["arise_max_prob"] > 0.35 for i in infos[1:])
+    # the same numbers under sum scores: still selected (the sum only sharpens p)
+    cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "score_norm": "sum", "max_skill_tokens": 1000}})
+    assert run_group(make_loop(Prefers()), cfg, uid="prefers-sum")[0][1][0] == CACHE[3][0]
+
+
+def test_flat_scores_are_rejected_by_the_gate():
+    chosen, infos = run_group(make_loop(FakeServer()), ARISEConfig(), uid="flat")
+    assert chosen == [None] * 4
+    assert all(i["arise_gate_passed"] is False for i in infos[1:])  # p = 0.2 each < delta
+
+
+def test_injected_prompt_must_fit_the_prompt_length():
+    class Builder:
+        def build_initial_tokens(self, messages):
+            return [0] * sum(len(m["content"]) for m in messages)
+
+    loop = SimpleNamespace(continuous_token_builder=Builder(), prompt_length=100, loop=asyncio.new_event_loop())
+    fits = ARISEAgentLoop._fits.__get__(loop)
+    assert loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 100}]))
+    assert not loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 101}]))
+    loop.loop.close()
+
+
+# ------------------------------------------------------------------ trainer pieces
+
+
+def make_trainer(arise_cfg, chat_kwargs=None):
+    trainer = SimpleNamespace(
+        arise=arise_cfg,
+        tokenizer=ByteTokenizer(),
+        config=SimpleNamespace(data={"apply_chat_template_kwargs": chat_kwargs or {}}),
+        prompts=[],
+    )
+    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
+
+    def generate_all(prompts, params, timeout_s):
+        trainer.prompts += prompts
+        doc = SEEDS[0].to_json()
+        return [SimpleNamespace(token_ids=[ord(c) for c in doc])] + [RuntimeError("x")] * (len(prompts) - 1)
+
+    trainer._generate_all = generate_all
+    return trainer
+
+
+def group(uid, traces):
+    return {
+        "uid": uid,
+        "question": "What is 1 plus 2?",
+        "messages": MESSAGES,
+        "success_rate": 0.5,
+        "traces": [{"text": t, "reward": 1.0, "ids": []} for t in traces],
+    }
+
+
+def test_summary_prompt_gets_max_traces_and_the_chat_kwargs():
+    cfg = ARISEConfig.from_dict({"summary": {"max_traces": 3}})
+    trainer = make_trainer(cfg, chat_kwargs={"enable_thinking": False})
+    new, stats = ARISETrainer._summary_rollouts(trainer, [group("g1", ["t1", "t2", "t3", "t4"]), group("g2", ["a"])], 5)
+    prompt = bytes(trainer.prompts[0]).decode()
+    assert "[SUCCESS #3] t3" in prompt and "[SUCCESS #4]" not in prompt
+    assert trainer.tokenizer.chat_kwargs[0] == {"enable_thinking": False}
+    assert stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 1
+    (doc, prov), (fallback_doc, fallback_prov) = new
+    assert prov.origin == "json" and prov.step == 5 and prov.uid == "g1" and prov.rewards == (1.0, 1.0, 1.0)
+    assert fallback_prov.origin == "fallback" and fallback_doc.skill_name == "trace_abstract"
+
+
+def test_library_maintenance_runs_once_per_global_step():
+    calls = []
+
+    class Stub(ARISETrainer):
+        def __init__(self):  # no verl set-up: only what on_sample_end touches
+            self.library = object()
+            self.replay_buffer = SimpleNamespace(last_train_batch="batch")
+            self.parameter_sync_step = 2
+            self.local_trigger_step = 0
+            self.checkpoint_manager = SimpleNamespace(sleep_replicas=lambda: calls.append("sleep"))
+            self.curr_step_profile = False
+
+        def _arise_sample(self, batch):
+            calls.append("sample")
+
+        def _arise_maintain(self):
+            calls.append("maintain")
+
+    trainer = Stub()
+    for trigger in (0, 1):
+        trainer.local_trigger_step = trigger
+        ARISETrainer.on_sample_end(trainer)
+    assert calls == ["sample", "sleep", "sample", "maintain", "sleep"]
+    # the summary rollouts run before the replicas sleep, on every sampled batch
+
+    # and _arise_maintain itself refuses a second run in the same global step
+    ran = []
+    trainer2 = SimpleNamespace(global_steps=3, _maintained_step=3, _step_state=None)
+    trainer2.skill_pool = SimpleNamespace(drain=SimpleNamespace(remote=lambda: ran.append(1)))
+    ARISETrainer._arise_maintain(trainer2)
+    assert ran == []
+
+
+def test_step_state_is_fresh():
+    a, b = _new_step_state(), _new_step_state()
+    a["new_skills"].append(1)
+    assert b["new_skills"] == [] and json.dumps(b)
