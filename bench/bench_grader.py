@@ -6,6 +6,9 @@ about half correct, some wrong, some without a box, some echoing a ``SKILL:{...}
 a few pathological ones.  Grades all of them with both scorers in one run and prints
 throughput, latency percentiles and agreement.
 
+math-verify runs in the grader's ``pebble`` process pool (forkserver workers), which imports this
+script as ``__main__`` in every worker -- hence the ``if __name__ == "__main__"`` guard below.
+
 Run from the repo root:  python bench/bench_grader.py --n 512 --shared ../shared
 """
 
@@ -151,7 +154,11 @@ def main(argv=None) -> int:
 
     t = time.perf_counter()
     reward.warmup()
-    print(f"grader warmup (worker processes): {time.perf_counter() - t:.2f} s")
+    st = reward.grader_stats()
+    print(
+        f"grader warmup ({st.get('alive')} worker processes, {st.get('pool')} pool, "
+        f"{st.get('start_method')} start): {time.perf_counter() - t:.2f} s"
+    )
 
     ours, lat, total = _time_all(lambda r, g: reward.grade(r, g, timeout_s=args.timeout), cases)
     _report("arise.reward.grade", lat, total, len(cases))

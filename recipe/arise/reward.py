@@ -9,12 +9,13 @@ Every call is bounded in time from any thread:
 
 * cheap pre-guards reject pathological answers (length, control bytes, brace depth,
   digit runs, power towers / huge exponents, factorials / binomials of big numbers);
-* math-verify runs in a small pool of persistent *spawned* worker processes; the caller
-  waits on a pipe with a deadline and hard-kills (SIGKILL) a worker that overruns, a
-  replacement is spawned in the background.  This works off the main thread, where
-  math-verify's own ``signal.alarm`` timeout cannot be used (math-verify then raises
-  and returns False for everything).  Inside the worker (its main thread) math-verify's
-  own timeouts are enabled as a first line of defence.
+* math-verify runs in a ``pebble.ProcessPool`` of worker processes (forkserver start, see
+  ``_mp_context``).  The caller waits on the task's future with a deadline; a task that runs
+  past it is cancelled and pebble kills its worker (a signal, so sympy's C loops cannot
+  ignore it) and starts a replacement; a worker that dies fails only its own task.  This works
+  off the main thread, where math-verify's own ``signal.alarm`` timeout cannot be used
+  (math-verify then raises and returns False for everything).  Inside the worker (its main
+  thread) math-verify's own timeouts are enabled as a first line of defence.
 * if worker processes cannot be started (e.g. inside a daemonic process), grading falls
   back to in-process math-verify: with its signal timeout on the main thread, otherwise
   in a helper daemon thread joined with a deadline (soft bound, backed by the guards).
@@ -27,11 +28,11 @@ from __future__ import annotations
 import atexit
 import math
 import os
-import queue
 import re
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import TimeoutError as FuturesTimeout
 from fractions import Fraction
 from typing import Any
 
@@ -303,272 +304,369 @@ def _mv_equal(pred: str, gold: str, timeout_int: int | None) -> bool:
     return bool(verify(g, p, timeout_seconds=timeout_int))
 
 
-def _worker_main(rfd: int, wfd: int) -> None:  # pragma: no cover - runs in the child process
-    """Worker loop: requests arrive on fd ``rfd``, answers leave on fd ``wfd``."""
-    import logging
-    import signal
-    from multiprocessing.connection import Connection
+# ------------------------------------------------------------------ worker pool (pebble)
 
+STARTUP_GRACE_S = 30.0  # a process's first tasks may also wait this long for its workers to start
+_POLL_S = 0.5  # while waiting, look this often whether pebble has given up on the pool
+_STOP_GRACE_S = 3.0  # a stopped pool's workers still alive after this are SIGKILLed
+_WEDGE_AFTER_S = 1.0  # a task queued this long while no task finished: check the channel lock
+_WEDGE_PROBE_S = 2.0  # ... by trying to take it for this long (holders keep it for microseconds)
+_MAX_BARREN_RESTARTS = 3  # pools that died before any task completed: then the workers cannot start
+
+
+def _mp_context():
+    """forkserver: the workers are forked from a clean single-threaded server process, never from
+    the caller (a Ray / vLLM process full of threads, where fork can deadlock).  math-verify (and
+    sympy) are added to the server's preload list, so a worker -- a replacement after a kill too
+    -- starts in ~0.1 s instead of importing them for ~1 s (if the server already runs, the list
+    is ignored and each worker imports them).  spawn where there is no forkserver.
+
+    Like every spawn/forkserver user of multiprocessing, the workers import the caller's
+    ``__main__`` module (``if __name__ == "__main__":`` guards it, as Ray's and verl's entry points
+    and this repo's scripts have)."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except (ValueError, OSError):
-        pass
-    logging.disable(logging.CRITICAL)
-    rconn, wconn = Connection(rfd, writable=False), Connection(wfd, readable=False)
-    try:  # warm the imports and sympy's lazy caches before the first request
-        _mv_equal("\\frac{1}{2}", "0.5", None)
+        from multiprocessing import forkserver
+
+        preload = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+        ctx.set_forkserver_preload(preload + [m for m in ("math_verify", __name__) if m not in preload])
     except Exception:
         pass
-    wconn.send(("ready", os.getpid()))
-    while True:
-        try:
-            kind, payload = rconn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        try:
-            if kind == "verify":
-                pred, gold, t = payload
-                res: Any = _mv_equal(pred, gold, t)
-            elif kind == "_sleep":  # test hook: simulate a runaway computation
-                time.sleep(float(payload))
-                res = True
-            else:
-                res = False
-        except BaseException:
-            res = False
-        try:
-            wconn.send(res)
-        except (EOFError, OSError):
-            return
+    return ctx
 
 
-def _package_root() -> str:
-    """Directory to put on the child's sys.path so that this module is importable."""
-    from pathlib import Path
+def _worker_init() -> None:  # pragma: no cover - runs once in each new worker process
+    """Warm math-verify's imports and sympy's lazy caches before the first task; never raises
+    (a failing initializer makes pebble's worker exit, which it may take for a broken pool)."""
+    try:
+        import logging
 
-    depth = len(__name__.split("."))
-    return str(Path(__file__).resolve().parents[depth - 1])
+        logging.disable(logging.CRITICAL)
+        _mv_equal("\\frac{1}{2}", "0.5", None)
+    except BaseException:
+        pass
 
 
-class _Worker:
-    __slots__ = ("proc", "send_conn", "recv_conn")
+def _run_task(deadline: float, fn, args: tuple) -> Any:  # pragma: no cover - runs in the worker
+    """Run ``fn(*args)`` unless the caller has given up already (a task that waited in the queue
+    past its caller's deadline is skipped, not computed).  ``time.monotonic`` is CLOCK_MONOTONIC,
+    the same clock in every process of the machine."""
+    if time.monotonic() >= deadline:
+        return None
+    return fn(*args)
 
-    def __init__(self, proc, send_conn, recv_conn) -> None:
-        self.proc = proc
-        self.send_conn = send_conn
-        self.recv_conn = recv_conn
 
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except Exception:
-            pass
-        for c in (self.send_conn, self.recv_conn):
+def _ping(pause_s: float) -> int:  # pragma: no cover - runs in the worker
+    time.sleep(pause_s)
+    return os.getpid()
+
+
+def _worker_processes(pool) -> list:
+    """The worker processes of a pebble pool (pebble internals; for stats, shutdown and tests).
+    pebble drops a dead worker from this list within 0.1 s; no ``is_alive()`` here, which would
+    race pebble's own thread for the exit status."""
+    try:
+        return list(pool._pool_manager.worker_manager.workers.values())
+    except Exception:
+        return []
+
+
+def _discard(pool, wait_s: float = 0.0) -> None:
+    """Stop a pebble pool: no new work; pebble joins its threads, then ends its workers (SIGTERM
+    at the default action, so at once, also mid-task).  Workers still there after
+    ``_STOP_GRACE_S`` (pebble's thread stuck on its 60 s channel lock) are SIGKILLed.  Waits at
+    most ``wait_s`` for all that (0: in the background)."""
+    try:
+        pool.stop()
+    except Exception:
+        pass
+
+    def stop() -> None:
+        joiner = threading.Thread(target=_join_quietly, args=(pool,), daemon=True, name="arise-grader-join")
+        joiner.start()
+        joiner.join(_STOP_GRACE_S)
+        for p in _worker_processes(pool):
             try:
-                c.close()
+                p.kill()
             except Exception:
                 pass
-        # reap off the caller's thread: a timed-out grade returns at its deadline, not 1 s later
-        threading.Thread(target=self._reap, daemon=True).start()
 
-    def _reap(self) -> None:
-        try:
-            self.proc.wait(timeout=10.0)
-        except Exception:
-            pass
+    th = threading.Thread(target=stop, daemon=True, name="arise-grader-stop")
+    th.start()
+    if wait_s > 0:
+        th.join(wait_s)
 
 
-class _GraderPool:
-    """Persistent worker processes; per-call deadline with hard kill.
+def _join_quietly(pool) -> None:
+    try:
+        pool.join()
+    except Exception:
+        pass
 
-    Workers are started with ``subprocess`` running ``python -c`` (not multiprocessing
-    spawn/forkserver, which re-import the caller's ``__main__``); requests travel over a
-    dedicated pipe pair with multiprocessing's length-prefixed pickle framing."""
+
+_EXIT_HOOK = False
+_LOGGED: set[str] = set()
+
+
+def _log_once(msg: str) -> None:
+    if msg not in _LOGGED:
+        _LOGGED.add(msg)
+        import logging
+
+        logging.getLogger(__name__).warning(msg)
+
+
+class _Grader:
+    """A ``pebble.ProcessPool`` of math-verify workers, plus what ``grade()`` needs on top of it.
+
+    pebble does the process work: it keeps ``size`` workers running, kills a worker whose task
+    runs past its ``timeout`` (SIGTERM, which the workers leave at its default action, so it ends
+    them even inside a C loop of sympy; SIGKILL after 3 s), fails the future of a worker that
+    died (``ProcessExpired``) and starts a replacement.  This class adds the caller-side
+    deadline -- no calling thread ever waits longer than ``timeout_s``, whatever happens inside
+    the pool -- and replaces the pebble pool when pebble gives up on it (pebble 5.1 does when an
+    idle worker dies while no task runs) or when a worker died holding pebble's channel lock
+    (``_wedged``; pebble alone would stall for its 60 s lock timeout); the tasks waiting on the
+    old pool are submitted again.  Tests: tests/reliability/test_grader_faults.py."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, int(size))
         self.pid = os.getpid()
-        self.idle: queue.Queue[_Worker] = queue.Queue()
-        self.lock = threading.Lock()
-        self.alive = 0  # started or starting
         self.broken: str | None = None
-        self.kills = 0
-        self.calls = 0
-        self.timeouts = 0
+        self.start_method: str | None = None
+        self.calls = self.timeouts = self.kills = self.crashes = self.errors = self.restarts = 0
+        self.completed = 0  # tasks that ended in a worker (result, error, kill): the pool is serving
+        self.last_done = time.monotonic()
+        self._lock = threading.Lock()
+        self._probe = threading.Lock()
+        self._pool = None
+        self.closed = False
 
-    def _spawn(self, wait_s: float = 30.0) -> _Worker | None:
-        import subprocess
-        import sys
-        from multiprocessing.connection import Connection
+    # -- the pebble pool
+    def _pebble(self):
+        """The running pebble pool, (re)started if needed; call with ``self._lock`` held."""
+        global _EXIT_HOOK
+        pool = self._pool
+        if pool is not None and pool.active:
+            return pool
+        if pool is not None:  # pebble gave up on it (BrokenProcessPool): start a fresh one
+            self._pool = None
+            self.restarts += 1
+            _discard(pool)
+        if self.restarts >= _MAX_BARREN_RESTARTS and self.completed == 0:
+            raise RuntimeError(f"the grader workers died before any task {self.restarts} times")
+        from pebble import ProcessPool
 
-        fds: list[int] = []
+        if not _EXIT_HOOK:  # after pebble's own atexit hook, so that ours runs first (LIFO)
+            atexit.register(shutdown_grader)
+            _EXIT_HOOK = True
+        ctx = _mp_context()
+        self.start_method = ctx.get_start_method()
+        pool = ProcessPool(max_workers=self.size, initializer=_worker_init, context=ctx)
+        self._pool = pool
         try:
-            req_r, req_w = os.pipe()
-            res_r, res_w = os.pipe()
-            fds = [req_r, req_w, res_r, res_w]
-            env = dict(os.environ)
-            root = _package_root()
-            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            code = f"import {__name__} as m; m._worker_main({req_r}, {res_w})"
-            proc = subprocess.Popen(
-                [sys.executable, "-c", code],
-                pass_fds=(req_r, res_w),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                close_fds=True,
-                start_new_session=True,
-            )
-            os.close(req_r)
-            os.close(res_w)
-            fds = []
-            w = _Worker(proc, Connection(req_w, readable=False), Connection(res_r, writable=False))
-            if not w.recv_conn.poll(wait_s):
-                w.kill()
-                return None
-            w.recv_conn.recv()  # ("ready", pid)
-            return w
-        except BaseException as e:
-            for fd in fds:
+            pool.active  # noqa: B018 - starts the worker processes now
+        except BaseException:
+            self._pool = None
+            _discard(pool)
+            raise
+        return pool
+
+    def _recycle(self, pool) -> None:
+        with self._lock:
+            if self._pool is not pool:
+                return
+            self._pool = None
+            self.restarts += 1
+        _discard(pool)
+
+    def _on_done(self, future) -> None:
+        """Bookkeeping when a task ends in the pool (whether or not its caller still waits)."""
+        if future.cancelled():
+            return
+        exc = future.exception()
+        with self._lock:
+            self.completed += 1
+            self.last_done = time.monotonic()
+            if isinstance(exc, FuturesTimeout):  # ran past timeout_s: pebble killed the worker
+                self.kills += 1
+            elif isinstance(exc, OSError):  # pebble's ProcessExpired: the worker died under it
+                self.crashes += 1
+            elif exc is not None:  # fn raised
+                self.errors += 1
+
+    def _schedule(self, fn, args: tuple, timeout_s: float, deadline: float):
+        """(pool, future) of ``fn(*args)`` submitted to the pool; (None, None) where no worker
+        process can be started (``self.broken`` says why)."""
+        with self._lock:
+            if self.closed:  # shut down (interpreter exit, configure_grader): no new pool
+                return None, None
+            for _attempt in range(2):
                 try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self.broken = f"{type(e).__name__}: {e}"
-            return None
-
-    def _spawn_async(self) -> None:
-        def run() -> None:
-            w = self._spawn()
-            if w is None:
-                with self.lock:
-                    self.alive -= 1
-            else:
-                self.idle.put(w)
-
-        threading.Thread(target=run, daemon=True, name="arise-grader-respawn").start()
-
-    def _acquire(self, deadline: float) -> _Worker | None:
-        try:
-            return self.idle.get_nowait()
-        except queue.Empty:
-            pass
-        spawn_now = False
-        with self.lock:
-            if self.alive < self.size:
-                self.alive += 1
-                spawn_now = True
-        if spawn_now:
-            w = self._spawn(wait_s=max(5.0, deadline - time.monotonic()))
-            if w is None:
-                with self.lock:
-                    self.alive -= 1
-            return w
-        try:
-            return self.idle.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            return None
-
-    def warmup(self, n: int | None = None) -> int:
-        n = self.size if n is None else min(int(n), self.size)
-        started = []
-        for _ in range(n):
-            with self.lock:
-                if self.alive >= self.size:
-                    break
-                self.alive += 1
-            w = self._spawn()
-            if w is None:
-                with self.lock:
-                    self.alive -= 1
+                    pool = self._pebble()
+                except BaseException as e:  # e.g. in a daemonic process, or no /dev/shm
+                    self.broken = f"{type(e).__name__}: {e}"
+                    _log_once(f"grader worker processes cannot start ({self.broken})")
+                    return None, None
+                self.broken = None
+                try:
+                    future = pool.schedule(_run_task, args=(deadline, fn, args), timeout=max(0.01, timeout_s))
+                except Exception:  # pebble gave up on the pool just now: once more on a fresh one
+                    self._pool = None
+                    self.restarts += 1
+                    _discard(pool)
+                    continue
+                self.calls += 1
                 break
-            started.append(w)
-        for w in started:
-            self.idle.put(w)
-        return len(started)
+            else:
+                return None, None
+        future.add_done_callback(self._on_done)
+        return pool, future
 
-    def call(self, msg: tuple, timeout_s: float, acquire_grace_s: float = 0.0) -> tuple[bool, Any]:
-        """(ok, result); ok=False on timeout / failure (worker killed and replaced)."""
+    # -- API used by grade()
+    def call(self, fn, args: tuple, timeout_s: float) -> tuple[bool, Any]:
+        """(True, fn(*args)) from a worker, or (False, None) when that did not come within
+        ``timeout_s`` (queueing included), when the worker died under it or when it raised.
+
+        A task never runs longer than ``timeout_s`` in its worker: pebble kills the worker then and
+        starts a replacement.  A caller whose deadline passes first (its task waited in the queue)
+        just stops waiting; a task still queued then is skipped by ``_run_task``, one already
+        running is left to finish (or to pebble's kill) rather than killing a healthy worker."""
         start = time.monotonic()
-        w = self._acquire(start + timeout_s + acquire_grace_s)
-        if w is None:
-            return False, None
-        self.calls += 1
-        remaining = max(0.01, timeout_s - (time.monotonic() - start))
-        try:
-            w.send_conn.send(msg)
-            if w.recv_conn.poll(remaining):
-                res = w.recv_conn.recv()
-                self.idle.put(w)
-                return True, res
-            self.timeouts += 1
-        except (EOFError, OSError, ValueError):
-            pass
-        # overran or died: hard kill, replace in the background
-        w.kill()
-        self.kills += 1
-        self._spawn_async()
+        deadline = start + timeout_s + (STARTUP_GRACE_S if self.completed == 0 else 0.0)
+        pool, future = self._schedule(fn, args, timeout_s, deadline)
+        submitted, resubmits = start, 0
+        while future is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                with self._lock:
+                    self.timeouts += 1
+                return False, None
+            try:
+                return True, future.result(timeout=min(remaining, _POLL_S))
+            except FuturesTimeout:
+                if future.done():  # pebble's own timeout (the worker is killed)
+                    with self._lock:
+                        self.timeouts += 1
+                    return False, None
+                # pebble gave up on this pool, or its channel lock is held by a dead worker: the
+                # task would never run -> submit it again to a fresh pool
+                if not pool.active or (not future.running() and self._wedged(pool, submitted, deadline)):
+                    self._recycle(pool)
+                    resubmits += 1
+                    if resubmits > 2:
+                        return False, None
+                    submitted = time.monotonic()
+                    pool, future = self._schedule(fn, args, timeout_s, deadline)
+            except BaseException:  # the worker died under the task (ProcessExpired), or fn raised
+                return False, None
         return False, None
 
-    def shutdown(self) -> None:
-        while True:
-            try:
-                w = self.idle.get_nowait()
-            except queue.Empty:
-                break
-            w.kill()
-        with self.lock:
-            self.alive = 0
+    def _wedged(self, pool, since: float, deadline: float) -> bool:
+        """True if the pool's task channel is locked by a worker that died holding the lock.
+
+        pebble's workers take one inter-process lock to fetch a task (and its write half to send
+        a result) -- for microseconds.  A worker killed from outside inside that section (OOM
+        killer, an operator) leaves it locked; the other workers then wait pebble's 60 s
+        LOCK_TIMEOUT before it gives up on the pool.  Checked only when this task has waited
+        ``_WEDGE_AFTER_S`` with no task finishing meanwhile, by one thread at a time: try to take
+        the fetch lock for ``_WEDGE_PROBE_S`` (pebble internals; no verdict if they change), or
+        for what is left before the caller's deadline, at least 0.5 s."""
+        now = time.monotonic()
+        probe_s = min(_WEDGE_PROBE_S, deadline - now)
+        if probe_s < 0.5 or now - since < _WEDGE_AFTER_S or now - self.last_done < _WEDGE_AFTER_S:
+            return False
+        if not self._probe.acquire(blocking=False):
+            return False
+        try:
+            lock = pool._pool_manager.worker_manager.workers_channel.mutex.reader_mutex
+            if lock.acquire(timeout=probe_s):
+                lock.release()
+                return False
+            return self.last_done < now  # nothing finished while we waited on the lock either
+        except Exception:
+            return False
+        finally:
+            self._probe.release()
+
+    def warmup(self, n: int | None = None, wait_s: float = 60.0) -> int:
+        """Start the workers and wait until ``n`` of them answer; the number that did."""
+        n = self.size if n is None else max(0, min(int(n), self.size))
+        seen: set[int] = set()
+        end = time.monotonic() + wait_s
+        while len(seen) < n and time.monotonic() < end:
+            futures = []
+            for _ in range(n - len(seen)):
+                _pool, future = self._schedule(_ping, (0.1,), wait_s, end)
+                if future is None:
+                    return len(seen)
+                futures.append(future)
+            for future in futures:
+                try:
+                    seen.add(future.result(timeout=max(0.01, end - time.monotonic())))
+                except BaseException:
+                    pass
+        return len(seen)
+
+    def worker_pids(self) -> list[int]:
+        pool = self._pool
+        return [p.pid for p in _worker_processes(pool)] if pool is not None else []
+
+    def shutdown(self, wait_s: float = 10.0) -> None:
+        with self._lock:
+            self.closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            _discard(pool, wait_s=wait_s)
 
 
 _CONFIG: dict[str, Any] = {"mode": "auto", "pool_size": min(4, os.cpu_count() or 1)}
-_POOL: _GraderPool | None = None
+_POOL: _Grader | None = None
 _POOL_LOCK = threading.Lock()
 
 
 def configure_grader(mode: str = "auto", pool_size: int | None = None) -> None:
     """mode: "auto" (pool, in-process fallback if it cannot start), "pool", or "inprocess"."""
-    global _POOL
     if mode not in ("auto", "pool", "inprocess"):
         raise ValueError(f"mode must be auto|pool|inprocess, got {mode!r}")
+    shutdown_grader()
     with _POOL_LOCK:
-        if _POOL is not None:
-            _POOL.shutdown()
-            _POOL = None
         _CONFIG["mode"] = mode
         if pool_size is not None:
             _CONFIG["pool_size"] = max(1, int(pool_size))
 
 
-def _get_pool() -> _GraderPool | None:
+def _get_pool() -> _Grader | None:
     global _POOL
     if _CONFIG["mode"] == "inprocess":
         return None
     with _POOL_LOCK:
         if _POOL is None or _POOL.pid != os.getpid():  # new process after fork: fresh pool
-            _POOL = _GraderPool(_CONFIG["pool_size"])
+            _POOL = _Grader(_CONFIG["pool_size"])
         pool = _POOL
-    if pool.broken and _CONFIG["mode"] == "auto" and pool.alive == 0:
+    if pool.broken and _CONFIG["mode"] == "auto":
         return None
     return pool
 
 
 def warmup(n: int | None = None) -> int:
-    """Start the grader workers now (first use otherwise pays ~0.5 s of process spawn)."""
+    """Start the grader workers now and wait until ``n`` (default: all) of them are ready; the
+    number ready.  Otherwise the first grading calls of a process wait for the start-up."""
     pool = _get_pool()
     return pool.warmup(n) if pool is not None else 0
 
 
 def shutdown_grader() -> None:
+    """Stop the worker processes (also run at interpreter exit)."""
     global _POOL
     with _POOL_LOCK:
-        if _POOL is not None and _POOL.pid == os.getpid():
-            _POOL.shutdown()
-        _POOL = None
-
-
-atexit.register(shutdown_grader)
+        pool, _POOL = _POOL, None
+    if pool is not None and pool.pid == os.getpid():
+        pool.shutdown()
 
 
 def grader_stats() -> dict[str, Any]:
@@ -577,11 +675,16 @@ def grader_stats() -> dict[str, Any]:
         return {"mode": _CONFIG["mode"], "pool": None}
     return {
         "mode": _CONFIG["mode"],
+        "pool": "pebble",
+        "start_method": p.start_method,
         "pool_size": p.size,
-        "alive": p.alive,
+        "alive": len(p.worker_pids()),
         "calls": p.calls,
         "timeouts": p.timeouts,
         "kills": p.kills,
+        "crashes": p.crashes,
+        "errors": p.errors,
+        "restarts": p.restarts,
         "broken": p.broken,
     }
 
@@ -610,7 +713,7 @@ def _inprocess_equal(pred: str, gold: str, timeout_s: float) -> bool:
 def _verify_bounded(pred: str, gold: str, timeout_s: float) -> bool:
     pool = _get_pool()
     if pool is not None:
-        ok, res = pool.call(("verify", (pred, gold, max(1, int(math.ceil(timeout_s))))), timeout_s)
+        ok, res = pool.call(_mv_equal, (pred, gold, max(1, int(math.ceil(timeout_s)))), timeout_s)
         if ok:
             return bool(res)
         if not (pool.broken and _CONFIG["mode"] == "auto"):
@@ -672,8 +775,9 @@ def _grade_one(pred: str, gt: Any, timeout_s: float) -> bool:
 def grade(solution_str: Any, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """True iff the last boxed answer of ``solution_str`` equals ``ground_truth``.
 
-    Never raises; bounded by ``timeout_s`` (plus process-spawn time on the very first
-    call if :func:`warmup` was not called) from any thread."""
+    Never raises; bounded by ``timeout_s`` from any thread (the first calls of a process, if
+    :func:`warmup` was not called, may also wait up to ``STARTUP_GRACE_S`` for the workers
+    to start)."""
     try:
         if isinstance(solution_str, (bytes, bytearray)):
             solution_str = bytes(solution_str[-MAX_RESPONSE_CHARS * 4 :]).decode("utf-8", errors="replace")
