@@ -8,12 +8,18 @@ is prepended to the user turn, unless the injected prompt would not fit ``rollou
 What was chosen travels on in ``extra_fields`` (``arise_*`` keys) to the reward manager and into
 the batch. A scoring failure (an engine error, a timeout, unusable numbers) sends the group's
 trajectories unaided and is counted, never raised.
+
+With ``arise.selection.train_manager`` the chosen skill instead opens the assistant turn
+(``SKILL:{json}\\n`` then the solution), in exactly the tokens it was scored with, and its tokens are
+policy tokens of the response (mask 1, rollout log-probs from the scoring request), so GRPO trains
+the Manager's score log pi(skill | query) too (:meth:`ARISEAgentLoop._run_manager_trained`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -25,11 +31,18 @@ from uuid import uuid4
 import numpy as np
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
+from verl.utils.profiler import simple_timer
 
 from recipe.arise.arise_config import ARISEConfig
 from recipe.arise.pool import get_pool
 from recipe.arise.prompts import format_skill_injection, inject_skill
-from recipe.arise.scoring import scoring_prefix_ids, scoring_requests, skill_score
+from recipe.arise.scoring import (
+    scoring_prefix_ids,
+    scoring_requests,
+    scoring_suffix,
+    skill_score,
+    skill_token_logprobs,
+)
 from recipe.arise.selection import finite_scores, is_control_session, select_skill_detailed
 from recipe.arise.skill import SkillDoc
 
@@ -56,6 +69,17 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.default_rng([zlib.crc32(str(p).encode()) for p in parts])
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoredSkill:
+    """train_manager: what the group's scoring request saw of one skill. ``prefix_ids`` is
+    chat(query) + ``SKILL:``, ``skill_ids`` the scored skill tokens, ``logprobs`` their per-token
+    log-probs from the request's prompt log-probs (None when the engine's numbers were unusable)."""
+
+    prefix_ids: list[int]
+    skill_ids: list[int]
+    logprobs: list[float] | None
+
+
 def default_info(phase: int, validate: bool) -> dict[str, Any]:
     """The ``arise_*`` fields every trajectory carries (the reward manager and metrics read them)."""
     return {
@@ -72,6 +96,8 @@ def default_info(phase: int, validate: bool) -> dict[str, Any]:
         "arise_scores_nonfinite": 0,
         "arise_skill_overlong": False,  # a chosen skill was dropped: the prompt would not fit
         "arise_skill_tokens": 0,
+        # train_manager: the skill line is the first arise_skill_tokens tokens of the response
+        "arise_skill_in_response": False,
         "arise_scorer": False,  # this trajectory ran the group's scoring (its cost is counted here)
         "arise_scoring_s": 0.0,
         "arise_scoring_tokens": 0,
@@ -95,8 +121,15 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         active = phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)
         if active:
             chosen = await self._select(cfg, snapshot, messages, kwargs, validate, info)
+            # ---- train_manager: the skill opens the response, scored and trained there
+            if chosen is not None and cfg.selection.train_manager:
+                output = await self._run_manager_trained(sampling_params, kwargs, messages, chosen[0], chosen[2], info)
+                if output is not None:
+                    return output
+                chosen = None  # it did not fit or its numbers were unusable: unaided (counted)
+            # ---- end train_manager
             if chosen is not None:
-                skill_id, doc = chosen
+                skill_id, doc = chosen[0], chosen[1]
                 injected = inject_skill(messages, doc)
                 if await self._fits(injected):
                     messages = injected
@@ -143,7 +176,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
                 _GROUPS.popitem(last=False)
             # the trajectory that started the group's scoring carries its cost (once per group)
             info["arise_scorer"] = True
-        scores, seconds, scoring_tokens, error = await future
+        scores, seconds, scoring_tokens, error, scored = await future
         if info["arise_scorer"]:
             info.update(arise_scoring_s=seconds, arise_scoring_tokens=scoring_tokens)
         if error is not None:
@@ -173,14 +206,20 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             return None
         info["arise_selected"] = True
         skill_id, text = cache[choice.index]
+        if sel.train_manager:
+            return skill_id, _doc(text), scored[choice.index]
         return skill_id, _doc(text)
 
-    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int, str | None]:
-        """(scores, seconds, prompt tokens, error). Never raises: an error goes back as text."""
+    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int, str | None, list | None]:
+        """(scores, seconds, prompt tokens, error, per-skill :class:`ScoredSkill` with train_manager
+        else None). Never raises: an error goes back as text."""
         started = time.perf_counter()
         tokens = 0
+        train_manager = cfg.selection.train_manager
         try:
-            prefix = scoring_prefix_ids(self.tokenizer, messages, **self.apply_chat_template_kwargs)
+            prefix = scoring_prefix_ids(
+                self.tokenizer, messages, scoring_suffix(train_manager), **self.apply_chat_template_kwargs
+            )
             requests = scoring_requests(
                 self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens
             )
@@ -201,10 +240,107 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
                 skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), cfg.selection.score_norm)
                 for out, ids in zip(outputs, requests, strict=True)
             ]
+            scored = None
+            if train_manager:
+                scored = [
+                    ScoredSkill(prefix, ids[len(prefix) :], _token_logprobs(out, len(prefix), len(ids)))
+                    for out, ids in zip(outputs, requests, strict=True)
+                ]
         except Exception as e:  # the engine errored or timed out: the group goes unaided
             logger.warning(f"ARISE skill scoring failed, the group goes unaided: {e!r}")
-            return [], time.perf_counter() - started, tokens, repr(e)[:200]
-        return scores, time.perf_counter() - started, tokens, None
+            return [], time.perf_counter() - started, tokens, repr(e)[:200], None
+        return scores, time.perf_counter() - started, tokens, None, scored
+
+    # ------------------------------------------------------------------ train_manager
+    async def _run_manager_trained(
+        self, sampling_params: dict[str, Any], kwargs: dict, messages: list, skill_id: str, scored, info: dict
+    ) -> AgentLoopOutput | None:
+        """The trajectory with the skill at the start of the assistant turn (train_manager).
+
+        prompt = chat(query); response = ``SKILL:`` + the scored skill tokens + ``\\n`` + the
+        generated solution, built with verl's Continuous Token merge like ``SingleTurnAgentLoop``.
+        Mask 1 on the skill tokens (exactly the scored ones, so GRPO moves s_k), 0 on the
+        ``SKILL:`` and ``\\n`` format tokens (forced, the same for every skill); rollout log-probs of
+        the skill tokens from the scoring request. Returns None (the caller goes unaided, counted)
+        when the skill line leaves no room in ``rollout.response_length``, when the engine's numbers
+        for it were unusable, or when verl's prompt is not the scoring context.
+        """
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        head = scored.prefix_ids[len(prompt_ids) :]  # the "SKILL:" tokens
+        if scored.prefix_ids[: len(prompt_ids)] != prompt_ids or not head:
+            logger.warning("ARISE train_manager: verl's prompt is not the scoring context; unaided")
+            info["arise_scoring_failed"] = True
+            return None
+        if scored.logprobs is None:
+            info["arise_scores_nonfinite"] = max(1, int(info["arise_scores_nonfinite"]))
+            return None
+        newline = list(self.tokenizer.encode("\n", add_special_tokens=False))
+        lead = head + list(scored.skill_ids) + newline
+        if len(lead) >= self.response_length:
+            info["arise_skill_overlong"] = True
+            return None
+
+        params = dict(sampling_params)
+        budget = self.response_length - len(lead)
+        params["max_tokens"] = min(int(params.get("max_tokens", budget)), budget)
+        priority = int(kwargs.get("priority", 0) or 0)
+        metrics = {}
+        with simple_timer("generate_sequences", metrics):
+            deterministic = getattr(self.rollout_config, "full_determinism", False)
+            output = await self.server_manager.generate(
+                request_id=f"det-{priority}" if deterministic else uuid4().hex,
+                prompt_ids=prompt_ids + lead,
+                sampling_params=params,
+                priority=priority,
+            )
+        if metrics.get("num_preempted") is None:
+            metrics["num_preempted"] = (
+                output.num_preempted if getattr(output, "num_preempted", None) is not None else -1
+            )
+
+        generated = list(output.token_ids)
+        want_logprobs = bool(output.log_probs) or bool(sampling_params.get("logprobs"))
+        lead_logprobs = [0.0] * len(head) + [float(x) for x in scored.logprobs] + [0.0] * len(newline)
+        merge, mask, logprobs = await self.ct_merge_assistant_token(
+            prompt_ids,
+            lead + generated,
+            [],
+            [] if want_logprobs else None,
+            assistant_logprobs=lead_logprobs + list(output.log_probs or []) if want_logprobs else None,
+        )
+        start = len(mask) - merge.appended_token_count  # where the appended (lead) tokens begin
+        for i in [*range(len(head)), *range(len(head) + len(scored.skill_ids), len(lead))]:
+            mask[start + i] = 0  # format tokens: no loss (their log-probs are already 0.0)
+        response_ids = merge.token_ids[len(merge.token_ids) - len(mask) :]
+        prompt_ids = merge.token_ids[: len(merge.token_ids) - len(mask)]
+        limit = self.response_length
+        routed = getattr(output, "routed_experts", None)
+        result = AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:limit],
+            response_mask=mask[:limit],
+            response_logprobs=logprobs[:limit] if logprobs is not None else None,
+            routed_experts=routed[: len(prompt_ids) + limit] if routed is not None else None,
+            multi_modal_data={},
+            num_turns=2,
+            metrics=metrics,
+            extra_fields=dict(output.extra_fields or {}),
+        )
+        result.extra_fields.update({"turn_scores": [], "tool_rewards": []})
+        info.update(arise_skill_id=skill_id, arise_skill_in_response=True, arise_skill_tokens=len(lead))
+        result.extra_fields.update(info)
+        return result
 
 
-__all__ = ["ARISEAgentLoop", "arise_config", "default_info"]
+def _token_logprobs(output, prefix_len: int, total_len: int) -> list[float] | None:
+    """The skill tokens' prompt log-probs of one scoring request, or None if unusable."""
+    try:
+        values = [
+            float(v) for v in skill_token_logprobs(output.extra_fields.get("prompt_logprobs"), prefix_len, total_len)
+        ]
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+    return values if all(np.isfinite(values)) else None
+
+
+__all__ = ["ARISEAgentLoop", "ScoredSkill", "arise_config", "default_info"]

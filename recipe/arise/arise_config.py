@@ -30,6 +30,11 @@ class SelectionConfig:
     random: bool = False  # ablation (b): uniform random skill instead of policy scoring
     val_epsilon: float = 0.0  # epsilon at evaluation (paper: exploration disabled)
     scoring_timeout_s: float = 600.0  # a group's scoring requests; on timeout the group goes unaided
+    # the Manager trained end to end (§3.1): the selected skill opens the assistant turn
+    # (chat(query) + "SKILL:{json}\n" + solution), is scored there, and its tokens are policy tokens
+    # of the response (mask 1) so GRPO reaches log pi(skill | query). False: the paper's setup, the
+    # skill in the user turn and out of the loss (docs/design.md: Training the Manager)
+    train_manager: bool = False
 
     def __post_init__(self):
         if self.temperature <= 0:
@@ -46,6 +51,11 @@ class SelectionConfig:
             raise ValueError("arise.selection.max_skill_tokens must be >= 1")
         if self.scoring_timeout_s <= 0:
             raise ValueError("arise.selection.scoring_timeout_s must be > 0")
+        if self.train_manager and self.random:
+            raise ValueError(
+                "arise.selection.train_manager trains the policy's scoring of the skills; "
+                "it cannot be combined with arise.selection.random (ablation b, no scoring)"
+            )
 
 
 @dataclass

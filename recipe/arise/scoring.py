@@ -14,6 +14,11 @@ Cost: vLLM does not read the prefix cache for a request that asks for ``prompt_l
 (``SamplingParams.__post_init__`` sets ``skip_reading_prefix_cache = prompt_logprobs is not None``,
 because cached tokens get no prompt log-probs), so each of the 10 requests of a query prefills the
 whole query + skill: ~10 x (query + skill) tokens per query, not 10 x skill.
+
+With ``arise.selection.train_manager`` the skill is injected at the start of the assistant turn
+and trained there, so the scoring context is the assistant turn itself: chat(query) + ``SKILL:``
+(:data:`MANAGER_SCORING_SUFFIX`, no leading newline), and the scored tokens are exactly the
+response tokens the policy gradient reaches (docs/design.md: Training the Manager).
 """
 
 from __future__ import annotations
@@ -27,15 +32,25 @@ from recipe.arise.selection import truncate_skill_for_scoring
 # The manager scores a skill as the continuation of the query turn, in the same "SKILL:" form
 # that injection uses (docs/design.md: scoring order (query, skill) vs injection order).
 SCORING_SUFFIX = "\nSKILL:"
+# train_manager: the skill opens the assistant turn, so the scoring context is that turn's start
+MANAGER_SCORING_SUFFIX = "SKILL:"
 SCORE_NORMS = ("mean", "sum")
 
 
-def scoring_prefix_ids(tokenizer: Any, messages: Sequence[dict], **chat_kwargs) -> list[int]:
-    """Token ids of the query context: the chat-formatted conversation up to the assistant turn."""
+def scoring_suffix(train_manager: bool) -> str:
+    """The text between the chat-formatted query and the skill tokens, per injection mode."""
+    return MANAGER_SCORING_SUFFIX if train_manager else SCORING_SUFFIX
+
+
+def scoring_prefix_ids(
+    tokenizer: Any, messages: Sequence[dict], suffix: str = SCORING_SUFFIX, **chat_kwargs
+) -> list[int]:
+    """Token ids of the query context: the chat-formatted conversation up to the assistant turn,
+    then ``suffix`` (tokenized on its own, as the injected skill line is)."""
     ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, **chat_kwargs)
     if not isinstance(ids, list):  # transformers 5 returns a BatchEncoding
         ids = ids["input_ids"]
-    return list(ids) + tokenizer.encode(SCORING_SUFFIX, add_special_tokens=False)
+    return list(ids) + tokenizer.encode(suffix, add_special_tokens=False)
 
 
 def scoring_requests(
@@ -45,8 +60,8 @@ def scoring_requests(
     return [prefix_ids + truncate_skill_for_scoring(text, tokenizer, max_tokens) for text in skill_texts]
 
 
-def skill_logprob_sum(prompt_logprobs: Sequence[Sequence[float]], prefix_len: int, total_len: int) -> float:
-    """Sum the log-probs of prompt tokens ``prefix_len .. total_len-1``.
+def skill_token_logprobs(prompt_logprobs: Sequence[Sequence[float]], prefix_len: int, total_len: int) -> list[float]:
+    """The log-probs of prompt tokens ``prefix_len .. total_len-1``, one per token.
 
     ``prompt_logprobs`` is verl's layout (``extract_prompt_logprobs``): entry ``j`` holds the
     log-prob of prompt token ``j + 1`` (the first token has none), plus one padding entry.
@@ -55,7 +70,12 @@ def skill_logprob_sum(prompt_logprobs: Sequence[Sequence[float]], prefix_len: in
         raise ValueError("empty skill continuation")
     if len(prompt_logprobs) < total_len - 1:
         raise ValueError(f"prompt_logprobs has {len(prompt_logprobs)} entries, need {total_len - 1}")
-    return float(sum(prompt_logprobs[j - 1][0] for j in range(prefix_len, total_len)))
+    return [prompt_logprobs[j - 1][0] for j in range(prefix_len, total_len)]
+
+
+def skill_logprob_sum(prompt_logprobs: Sequence[Sequence[float]], prefix_len: int, total_len: int) -> float:
+    """Sum the log-probs of prompt tokens ``prefix_len .. total_len-1`` (layout as above)."""
+    return float(sum(skill_token_logprobs(prompt_logprobs, prefix_len, total_len)))
 
 
 def skill_score(
