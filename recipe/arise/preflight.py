@@ -688,6 +688,10 @@ def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "g
 
 
 # ------------------------------------------------------------------------------------------ main
+def _count(n: int) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e8 else f"{n / 1e6:.2f} M"
+
+
 def run_preflight(
     entry: str, overrides: list[str], gpu_mem_gib: float | None = None, check_paths: bool = True, out=None
 ) -> int:
@@ -723,7 +727,7 @@ def run_preflight(
         findings.append(
             Finding(
                 "OK",
-                f"model {model}: {shape.num_params / 1e9:.2f} B params ({how}), {shape.num_layers} layers, "
+                f"model {model}: {_count(shape.num_params)} params ({how}), {shape.num_layers} layers, "
                 f"{shape.num_kv_heads} KV heads x {shape.head_dim}",
             )
         )
