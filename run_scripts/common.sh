@@ -147,5 +147,20 @@ run_main() {
     "$PYTHON" -m recipe.arise.preflight "$entry" "$@" ||
       { echo "[arise] preflight failed (see above); SKIP_PREFLIGHT=1 starts the run anyway" >&2; return 1; }
   fi
-  "$PYTHON" -m "$entry" "$@"
+  if [ -z "${LOG_FILE:-}" ]; then
+    "$PYTHON" -m "$entry" "$@"
+    return
+  fi
+  # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there; the console gets the trainer's
+  # one line per step ("[arise] step ...", printed by recipe.arise.trainer) and, on failure, the
+  # end of the log.
+  mkdir -p "$(dirname "$LOG_FILE")"
+  echo "[arise] full log: $LOG_FILE"
+  local rc=0
+  "$PYTHON" -m "$entry" "$@" 2>&1 | tee "$LOG_FILE" | sed -un 's/^.*\(\[arise\] step \)/\1/p' || rc=${PIPESTATUS[0]}
+  if [ "$rc" != 0 ]; then
+    echo "[arise] the run failed (exit $rc); the end of $LOG_FILE:" >&2
+    tail -n 60 "$LOG_FILE" >&2
+  fi
+  return "$rc"
 }

@@ -35,13 +35,27 @@ export PROJECT=arise_cpu_smoke EXPERIMENT=$([ "$ARISE" = true ] && echo arise ||
 export CKPT_DIR="$OUT_DIR/checkpoints" HYDRA_DIR="$OUT_DIR/hydra" LOGGER='["console","file"]'
 export VERL_FILE_LOGGER_PATH=$(abspath "${VERL_FILE_LOGGER_PATH:-$OUT_DIR/metrics.jsonl}")
 
-if [ "${PRINT_OVERRIDES:-0}" != 1 ]; then
-  echo "[cpu_smoke] outputs: metrics $VERL_FILE_LOGGER_PATH  checkpoints $OUT_DIR/checkpoints  library log $OUT_DIR/checkpoints/arise/library_log"
-fi
-exec bash "$ROOT/run_scripts/arise.sh" \
-  data.filter_overlong_prompts=False \
-  actor_rollout_ref.rollout.val_kwargs.n=1 \
-  actor_rollout_ref.rollout.val_kwargs.do_sample=False \
-  trainer.resume_mode=auto \
-  arise.enable=$ARISE \
+export LOG_FILE=$(abspath "${LOG_FILE:-$OUT_DIR/run.log}")  # Ray/vLLM/verl output; the console gets a line per step
+
+ARGS=(
+  data.filter_overlong_prompts=False
+  actor_rollout_ref.rollout.val_kwargs.n=1
+  actor_rollout_ref.rollout.val_kwargs.do_sample=False
+  trainer.resume_mode=auto
+  arise.enable=$ARISE
   "$@"
+)
+if [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
+  exec bash "$ROOT/run_scripts/arise.sh" "${ARGS[@]}"
+fi
+started=$SECONDS
+bash "$ROOT/run_scripts/arise.sh" "${ARGS[@]}"
+cat <<EOF
+[cpu_smoke] done in $((SECONDS - started)) s. Outputs under $OUT_DIR:
+  metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH
+  checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
+  per-step library log                             $OUT_DIR/checkpoints/arise/library_log
+  full console output (Ray, vLLM, verl)            $LOG_FILE
+  the library:  $PYTHON -m recipe.arise.inspect $OUT_DIR/checkpoints --sort utility
+  a report:     $PYTHON -m recipe.arise.report $OUT_DIR
+EOF

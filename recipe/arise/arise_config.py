@@ -95,7 +95,7 @@ class SummaryConfig:
     # summary rollouts per step: -1 = one per group with tau+ (Alg. 1); k > 0 = at most k (App. E's
     # "single sequence" per step is 1). Which groups: "hardest" = lowest success rate first (ties
     # random), "random". docs/design.md: summary cadence.
-    max_per_step: int = 2
+    max_per_step: int = 1
     choose: str = "hardest"
 
     def __post_init__(self):
