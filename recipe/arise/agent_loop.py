@@ -69,6 +69,13 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.default_rng([zlib.crc32(str(p).encode()) for p in parts])
 
 
+def query_key(messages) -> str:
+    """A stable name for a query: its messages' content. The seeded draws are keyed by
+    (seed, step, query, session) — not verl's per-run random uid — so a run resumed from a
+    checkpoint (verl restores the data order) draws what the uninterrupted run would have."""
+    return f"{zlib.crc32(json.dumps(list(messages), sort_keys=True, default=str).encode()):08x}"
+
+
 @dataclasses.dataclass(frozen=True)
 class ScoredSkill:
     """train_manager: what the group's scoring request saw of one skill. ``prefix_ids`` is
@@ -162,8 +169,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             info["arise_control"] = True
             return None
 
+        qkey = query_key(messages)
         if sel.random:  # ablation (b): no scoring, no gate
-            index = int(_rng(cfg.seed, step, uid, session).integers(len(cache)))
+            index = int(_rng(cfg.seed, step, qkey, session).integers(len(cache)))
             info.update(arise_selected=True, arise_gate_passed=True)
             return cache[index][0], _doc(cache[index][1])
 
@@ -188,7 +196,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             info["arise_scoring_failed"] = True
             return None
         epsilon = sel.val_epsilon if validate else sel.epsilon
-        draw_parts = (cfg.seed, step, uid) if sel.granularity == "query" else (cfg.seed, step, uid, session)
+        draw_parts = (cfg.seed, step, qkey) if sel.granularity == "query" else (cfg.seed, step, qkey, session)
         choice = select_skill_detailed(
             scores,
             temperature=sel.temperature,
