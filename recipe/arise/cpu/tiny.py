@@ -56,17 +56,51 @@ STYLES = ("What is {a} plus {b}?", "Add {a} and {b}.", "Compute the sum of {a} a
 
 
 def tiny_skill_for(style: int) -> dict:
-    """The skill the warm start teaches the summary rollout to distil from a solved problem of
-    phrasing ``style`` (so a group's summary depends on its question)."""
+    """The tiny world's skill for a phrasing (injected during the warm start)."""
     return _TINY_SKILLS[style]
+
+
+def distilled_skill(a: int, b: int, style: int) -> dict:
+    """What the warm start teaches the summary rollout O_{G+1} to write for a solved ``a + b``:
+    the phrasing's skill, worded with the question's numbers — so every distilled skill is its
+    own document (no single memorised string outscores the rest when the manager scores them)."""
+    name, ptype = _TINY_SKILLS[style]["skill_name"], _TINY_SKILLS[style]["problem_type"]
+    return {
+        "skill_name": name,
+        "problem_type": ptype,
+        "key_insight": f"Adding {b} to {a} is counting up {b} steps from {a}",
+        "method": [f"Start from {a}", f"Count up {b} times"],
+        "check": f"Count back down to {a}",
+    }
 
 
 def question(a: int, b: int, style: int = 0) -> str:
     return f"{STYLES[style].format(a=a, b=b)} {INSTRUCTION}"
 
 
-def solution(a: int, b: int) -> str:
-    return f"{a} plus {b} is {a + b}. The answer is \\boxed{{{a + b}}}."
+def solution(a: int, b: int, total: int | None = None) -> str:
+    total = a + b if total is None else total
+    return f"{a} plus {b} is {total}. The answer is \\boxed{{{total}}}."
+
+
+# Warm-start answers are right with these probabilities (wrong ones are off by 1 or 2), so the
+# sampled policy starts near them: unaided groups have reward variance, and a relevant injected
+# skill (the one distilled from the question's phrasing) really helps — a causal uplift for the
+# control arm to measure, and R=2 beside R=1 in one group.
+P_CORRECT_UNAIDED = 0.45
+P_CORRECT_RELEVANT_SKILL = 0.8
+NOISY_COPIES = 8  # answers drawn per (problem, prompt) to realise those rates in the warm-start data
+
+
+def noisy_solutions(a: int, b: int, p_correct: float, rng: random.Random) -> list[str]:
+    out = []
+    for _ in range(NOISY_COPIES):
+        total = a + b
+        if rng.random() >= p_correct:
+            total = max(0, total + rng.choice((-2, -1, 1, 2)))
+            total = total if total != a + b else a + b + 1
+        out.append(solution(a, b, total))
+    return out
 
 
 def all_pairs(max_sum: int = 9) -> list[tuple[int, int]]:
@@ -136,18 +170,18 @@ def build_tokenizer(out_dir: Path, corpus: list[str]):
     return hf_tok
 
 
-def build_model(tokenizer, seed: int):
+def build_model(tokenizer, seed: int, hidden: int = 128, layers: int = 2):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     cfg = Qwen2Config(
         vocab_size=((len(tokenizer) + 63) // 64) * 64,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 32,
+        num_key_value_heads=max(1, hidden // 64),
         head_dim=32,  # vLLM-CPU attention rejects head_dim=16
         max_position_embeddings=1024,
         tie_word_embeddings=True,
@@ -162,38 +196,21 @@ def build_model(tokenizer, seed: int):
 
 
 def _encode(tokenizer, examples):
-    """(prefix ids, target ids, unlikely) per example.
-
-    An example is (user prompt, assistant answer) — the answer ends with EOS — or a scoring
-    example (user prompt, skill JSON, "likely" | "unlikely"): the prefix is then the manager's
-    scoring context (``recipe.arise.scoring.scoring_prefix_ids``), the target the skill's tokens
-    without EOS, and "unlikely" asks the loss to push their probability down.
-    """
-    from recipe.arise.scoring import scoring_prefix_ids
-
     encoded = []
-    for user, answer, *kind in examples:
-        messages = [{"role": "user", "content": user}]
-        if kind:
-            prefix = scoring_prefix_ids(tokenizer, messages)
-            target = tokenizer.encode(answer, add_special_tokens=False)
-            encoded.append((prefix, target, kind[0] == "unlikely"))
-            continue
-        prefix = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    for user, answer in examples:
+        prefix = tokenizer.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True)
         if not isinstance(prefix, list):  # transformers 5 returns a BatchEncoding
             prefix = list(prefix["input_ids"])
         target = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.eos_token_id]
-        encoded.append((prefix, target, False))
+        encoded.append((prefix, target))
     return encoded
 
 
 def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     """Plain supervised warm start; ``stages`` is a list of (examples, steps, batch_size).
 
-    Examples are (user prompt, assistant answer) pairs, loss on the answer only, or scoring
-    examples (see :func:`_encode`): likelihood on a matching skill, unlikelihood
-    (-log(1 - p) per token) on a non-matching one. Stages are interleaved step by step so batches
-    of short and long examples are not padded together.
+    Examples are (user prompt, assistant answer) pairs, loss on the answer only. Stages are
+    interleaved step by step so batches of short and long examples are not padded together.
     """
     import torch
 
@@ -209,24 +226,16 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     for index, batch_size in schedule:
         pool = encoded[index]
         batch = [pool[rng.randrange(len(pool))] for _ in range(batch_size)]
-        width = max(len(p) + len(t) for p, t, _ in batch)
+        width = max(len(p) + len(t) for p, t in batch)
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)
         labels = torch.full((len(batch), width), -100)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        unlikely = torch.zeros((len(batch), 1), dtype=torch.bool)
-        for row, (p, t, u) in enumerate(batch):
+        for row, (p, t) in enumerate(batch):
             seq = p + t
             ids[row, : len(seq)] = torch.tensor(seq)
             labels[row, len(p) : len(seq)] = torch.tensor(t)
             mask[row, : len(seq)] = 1
-            unlikely[row] = u
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-        target = labels[:, 1:]
-        valid = target != -100
-        logp = torch.log_softmax(logits, -1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        unlikelihood = -torch.log1p(-logp.exp().clamp(max=1 - 1e-6))
-        per_token = torch.where(unlikely, unlikelihood, -logp)
-        loss = (per_token * valid).sum() / valid.sum()
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -240,7 +249,8 @@ def build_tiny_assets(
     seed: int = 0,
     skill_steps: int | None = None,
     summary_steps: int | None = None,
-    scoring_steps: int | None = None,
+    hidden: int = 128,
+    layers: int = 2,
 ) -> dict:
     """Write model/, data/train.parquet, data/val.parquet under ``out_dir``; return their paths.
 
@@ -279,7 +289,7 @@ def build_tiny_assets(
     ]
     corpus += skill_texts * 5
     built = build_tokenizer(model_dir, corpus)
-    model = build_model(built, seed)
+    model = build_model(built, seed, hidden=hidden, layers=layers)
     # Train with the tokenizer exactly as verl and vLLM load it: from disk, beside the model's
     # config.json (transformers picks the pre-tokenizer by model type), and check it agrees.
     model.config.save_pretrained(model_dir)
@@ -290,42 +300,38 @@ def build_tiny_assets(
         if tokenizer.encode(text, add_special_tokens=False) != built.encode(text, add_special_tokens=False):
             raise RuntimeError(f"the tiny tokenizer encodes differently after reloading: {text[:60]!r}")
 
-    arithmetic = [(question(a, b, s), solution(a, b)) for a, b, s in problems]
-    tiny_docs = [SkillDoc.from_dict(s) for s in _TINY_SKILLS]
-    with_skill = [
-        (
-            inject_skill([{"role": "user", "content": question(a, b, s)}], rng.choice(seeds + tiny_docs))[0]["content"],
-            solution(a, b),
-        )
-        for a, b, s in problems
+    arithmetic = [
+        (question(a, b, s), answer) for a, b, s in problems for answer in noisy_solutions(a, b, P_CORRECT_UNAIDED, rng)
     ]
+    tiny_docs = [SkillDoc.from_dict(s) for s in _TINY_SKILLS]
+    with_skill = []
+    for a, b, s in problems:
+        for k, doc in enumerate(seeds + tiny_docs):
+            relevant = k == len(seeds) + s  # the tiny skill of this phrasing
+            p = P_CORRECT_RELEVANT_SKILL if relevant else P_CORRECT_UNAIDED
+            prompt = inject_skill([{"role": "user", "content": question(a, b, s)}], doc)[0]["content"]
+            with_skill += [(prompt, answer) for answer in noisy_solutions(a, b, p, rng)[:2]]
     summaries = [
         (
             summary_messages(question(a, b, s), [solution(a, b)] * k, max_traces=2, clip_chars=400)[0]["content"],
-            json.dumps(tiny_skill_for(s), separators=(",", ":")),
+            json.dumps(distilled_skill(a, b, s), separators=(",", ":")),
         )
         for a, b, s in problems
         for k in (1, 2)
     ]
-    # The manager's notion of relevance: in the scoring context the skill distilled from a
-    # phrasing is likely and the other phrasings' skills are not; for the last phrasing all three
-    # are equally likely, so there no skill stands out and the confidence gate abstains.
-    last = len(STYLES) - 1
-    scoring = [
-        (question(a, b, s), json.dumps(skill, separators=(",", ":")), "likely" if k in (s, last) else "unlikely")
-        for a, b, s in problems
-        for k, skill in enumerate(_TINY_SKILLS)
-    ]
     skill_steps = sft_steps * 2 // 5 if skill_steps is None else skill_steps
     summary_steps = sft_steps * 3 // 5 if summary_steps is None else summary_steps
-    scoring_steps = sft_steps * 2 // 5 if scoring_steps is None else scoring_steps
-    stages = [
-        (arithmetic, sft_steps, 32),
-        (with_skill, skill_steps, 16),
-        (summaries, summary_steps, 8),
-        (scoring, scoring_steps, 16),
-    ]
-    loss = warm_start(model, tokenizer, stages, seed=seed)
+    stages = [(arithmetic, sft_steps, 32), (with_skill, skill_steps, 16), (summaries, summary_steps, 8)]
+    import torch
+
+    threads = torch.get_num_threads()
+    # one thread: these matrices are tiny, and torch's OpenMP threads spin-wait when other processes
+    # share the cores (measured: 20 warm-start steps take 9 s on one thread, 179 s on two under load)
+    torch.set_num_threads(1)
+    try:
+        loss = warm_start(model, tokenizer, stages, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
     model.save_pretrained(model_dir)
     info = {
         "model": str(model_dir),
@@ -340,22 +346,78 @@ def build_tiny_assets(
     return info
 
 
+def assets_key() -> str:
+    """A hash of everything the default assets depend on: the sources that build them and the
+    library versions that train and save the model."""
+    import hashlib
+
+    import tokenizers
+    import torch
+    import transformers
+
+    here = Path(__file__).resolve()
+    sources = [here, here.parents[1] / "prompts.py", here.parents[1] / "skill.py"]
+    sources.append(here.parents[1] / "data" / "seed_skills.json")
+    h = hashlib.sha256()
+    for path in sources:
+        h.update(path.read_bytes())
+    h.update(f"{torch.__version__} {transformers.__version__} {tokenizers.__version__}".encode())
+    return h.hexdigest()[:16]
+
+
+def cached_assets(cache_root: str | os.PathLike | None = None) -> Path:
+    """The default assets in a content-keyed cache (``$ARISE_CACHE`` or ``~/.cache/arise``), built
+    on first use: built in a temp folder and renamed, so a half-built folder is never reused."""
+    import shutil
+    import tempfile
+
+    root = Path(cache_root or os.environ.get("ARISE_CACHE") or Path.home() / ".cache" / "arise")
+    target = root / f"tiny-{assets_key()}"
+    if (target / "tiny_assets.json").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+    try:
+        info = build_tiny_assets(tmp)
+        info = {k: str(v).replace(str(tmp), str(target)) for k, v in info.items()}
+        (tmp / "tiny_assets.json").write_text(json.dumps(info, indent=2))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished first: use its copy
+            if not (target / "tiny_assets.json").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir")
+    parser.add_argument("out_dir", nargs="?", help="build here; omit with --cached")
+    parser.add_argument(
+        "--cached", action="store_true", help="print the default assets' folder in the cache, building it if needed"
+    )
     parser.add_argument("--sft-steps", type=int, default=250)
     parser.add_argument("--skill-steps", type=int, default=None)
     parser.add_argument("--summary-steps", type=int, default=None)
-    parser.add_argument("--scoring-steps", type=int, default=None)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.cached:
+        print(cached_assets())
+        return
+    if not args.out_dir:
+        parser.error("out_dir is required unless --cached")
     info = build_tiny_assets(
         args.out_dir,
         sft_steps=args.sft_steps,
         seed=args.seed,
         skill_steps=args.skill_steps,
         summary_steps=args.summary_steps,
-        scoring_steps=args.scoring_steps,
+        hidden=args.hidden,
+        layers=args.layers,
     )
     print(json.dumps(info, indent=2))
 
