@@ -159,14 +159,15 @@ def test_evaluation_config(skills, composed):
 
 def test_cpu_scripts_layer_on_the_gpu_path(composed):
     gpu_entry, gpu_overrides, _ = composed("arise.sh", {"MODEL_PATH": "m"})
-    _, cpu_overrides, cfg = composed("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY})
+    cpu_env = {"OUT_DIR": "/tmp/arise_print_only", "TINY_DIR": "/tmp/arise_print_only/tiny", **PY}
+    _, cpu_overrides, cfg = composed("cpu_smoke_arise.sh", cpu_env)
     keys = lambda overrides: {o.split("=", 1)[0].lstrip("+") for o in overrides}  # noqa: E731
     assert keys(gpu_overrides) <= keys(cpu_overrides)  # every GPU override is in the CPU run too
     assert cfg.trainer.device == "cpu" and cfg.actor_rollout_ref.rollout.max_model_len == 1024
     assert cfg.trainer.total_training_steps == 6 and cfg.arise.phase1_steps == 2 and cfg.trainer.save_freq == 2
     assert cfg.trainer.default_local_dir == "/tmp/arise_print_only/checkpoints"
     assert cfg.actor_rollout_ref.model.path == "/tmp/arise_print_only/tiny/model"
-    _, _, grpo = composed("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY})
+    _, _, grpo = composed("cpu_smoke_arise.sh", {**cpu_env, "ARISE": "false"})
     assert grpo.arise.enable is False and grpo.trainer.experiment_name == "grpo"
 
 

@@ -48,7 +48,13 @@ def collect_results(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
         if k < entry.get(f"_{var}_k", 0):
             continue  # keep the largest k (mean@k over all samples)
         entry[f"_{var}_k"] = k
-        name = {"acc": "pass@1", "skill_used": "skill_use", "score": "reward"}.get(var)
+        name = {
+            "acc": "pass@1",
+            "skill_used": "skill_use",
+            "score": "reward",
+            "skill_scored": "scored",
+            "max_p": "max_p",
+        }.get(var)
         if name:
             entry[name] = float(value)
             entry["k"] = k
@@ -110,24 +116,30 @@ def write_outputs(results: dict[str, dict[str, float]], out_dir: str | os.PathLi
     out.mkdir(parents=True, exist_ok=True)
     lines = markdown_table([(label, results)]) + [
         "",
-        "Skill use per benchmark (fraction of trajectories with an injected skill):",
+        "Skill use per benchmark: skill use = fraction of trajectories with an injected skill; scored ="
+        " fraction whose query had the cache scored; max p = mean top softmax probability, which the"
+        " gate compares with delta (skill use 0 with scored 1 means the gate rejected every query).",
         "",
-        "| benchmark | pass@1 | skill use | mean reward | k |",
-        "|---|---|---|---|---|",
+        "| benchmark | pass@1 | skill use | scored | max p | mean reward | k |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def fmt(r, key):
+        return f"{r[key]:.3f}" if key in r else "—"
+
     for source in sorted(results):
         r = results[source]
-        skill = f"{r['skill_use']:.3f}" if "skill_use" in r else "—"
-        reward = f"{r['reward']:.3f}" if "reward" in r else "—"
-        lines.append(f"| {source} | {100 * r['pass@1']:.1f} | {skill} | {reward} | {r['k']} |")
+        cells = [fmt(r, key) for key in ("skill_use", "scored", "max_p", "reward")]
+        lines.append(f"| {source} | {100 * r['pass@1']:.1f} | " + " | ".join(cells) + f" | {r['k']} |")
     paths = {"markdown": str(out / "eval.md"), "csv": str(out / "eval.csv"), "json": str(out / "eval.json")}
     Path(paths["markdown"]).write_text("\n".join(lines) + "\n")
     with open(paths["csv"], "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["method", "data_source", "pass@1", "skill_use", "reward", "k"])
+        columns = ["skill_use", "scored", "max_p", "reward"]
+        writer.writerow(["method", "data_source", "pass@1", *columns, "k"])
         for source in sorted(results):
             r = results[source]
-            writer.writerow([label, source, r["pass@1"], r.get("skill_use", ""), r.get("reward", ""), r["k"]])
+            writer.writerow([label, source, r["pass@1"], *(r.get(c, "") for c in columns), r["k"]])
     Path(paths["json"]).write_text(json.dumps({"method": label, "results": results}, indent=2))
     return paths
 

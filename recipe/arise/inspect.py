@@ -4,8 +4,10 @@ PATH may be
 
 * a library parquet (``.../arise/library.parquet``),
 * a checkpoint folder ``global_step_N`` (its ``arise/library.parquet`` is used),
-* a checkpoints root holding ``global_step_N`` folders (the latest N that holds a library), or a
-  run folder whose ``checkpoints/`` subfolder is such a root.
+* a checkpoints root holding ``global_step_N`` folders (the one verl's
+  ``latest_checkpointed_iteration.txt`` names, i.e. the one a resume would load; without that
+  file, the latest N that holds a library), or a run folder whose ``checkpoints/`` subfolder is
+  such a root.
 
 Prints one table row per entry of the cache and the reservoir: tier, id, name, problem type,
 origin (seed, json, fallback), utility, uses, age in steps (the library's last step minus the
@@ -70,6 +72,15 @@ def _step_dirs(root: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def _tracked_step(root: Path) -> int | None:
+    """The step in verl's ``latest_checkpointed_iteration.txt`` (written after a complete save)."""
+    try:
+        text = (root / "latest_checkpointed_iteration.txt").read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def resolve_library_path(path: str | Path) -> Path:
     """The library parquet that ``path`` designates (see the module docstring).
 
@@ -92,6 +103,10 @@ def resolve_library_path(path: str | Path) -> Path:
         if not root.is_dir():
             continue
         steps = _step_dirs(root)
+        tracked = _tracked_step(root)
+        if tracked is not None and (root / f"global_step_{tracked}" / LIBRARY_FILE).is_file():
+            # the checkpoint verl would resume: a higher folder may be a save a kill interrupted
+            return root / f"global_step_{tracked}" / LIBRARY_FILE
         with_lib = [(n, d) for n, d in steps if (d / LIBRARY_FILE).is_file()]
         if with_lib:
             return with_lib[-1][1] / LIBRARY_FILE

@@ -673,7 +673,7 @@ class SkillLibrary:
         if not path.is_file():
             raise LibraryFormatError(f"{path}: library file not found")
         try:
-            table = pq.read_table(str(path))
+            table = pq.read_table(str(path), page_checksum_verification=True)  # files without checksums load too
         except Exception as e:  # pyarrow raises ArrowInvalid/OSError on truncation/garbage
             raise LibraryFormatError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from e
         meta = table.schema.metadata or {}
@@ -789,7 +789,7 @@ def _write_table(table, f) -> None:
     import pyarrow.parquet as pq
 
     buf = pa.BufferOutputStream()
-    pq.write_table(table, buf)
+    pq.write_table(table, buf, write_page_checksum=True)  # load() verifies them: a flipped byte is an error
     f.write(buf.getvalue())
 
 

@@ -126,6 +126,24 @@ def record_resume(log_dir: str | os.PathLike, step: int, source: str, library) -
         f.write(json.dumps(line) + "\n")
 
 
+def set_aside_steps_after(log_dir: str | os.PathLike, step: int) -> list[Path]:
+    """A resumed run redoes the steps after ``step``: the step logs a killed run wrote past that
+    checkpoint move to ``library_log/superseded/<time>/`` (kept, not deleted; ``read_log`` reads
+    only the run's own line of steps). Returns the moved files' new paths."""
+    import time
+
+    log = Path(log_dir) / "library_log"
+    later = [f for f in sorted(log.glob("step_*.parquet")) if int(f.stem.split("_")[1]) > int(step)]
+    if not later:
+        return []
+    aside = log / "superseded" / time.strftime("%Y%m%dT%H%M%S")
+    aside.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for f in later:
+        moved.append(f.rename(aside / f.name))
+    return moved
+
+
 def read_log(log_dir: str | os.PathLike):
     import pandas as pd
 

@@ -4,9 +4,12 @@ Load it with ``reward.reward_manager.source=importlib``,
 ``reward.reward_manager.module.path=pkg://recipe.arise.reward_manager`` and
 ``reward.reward_manager.name=ARISERewardManager`` (as ``arise_trainer.yaml`` does).
 
-Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), ``score`` (R)
-and ``skill_used``. Every training trajectory is also posted to the skill pool, so the
-library's UPDATE sees it even when dynamic sampling later drops its group.
+Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), ``score`` (R),
+``skill_used``, ``skill_scored`` (the cache was scored for its query) and ``max_p`` (the softmax's
+top probability the gate compared with delta; 0 when not scored) — at evaluation these tell a gate
+that rejects every query apart from a library that was never consulted. Every training trajectory
+is also posted to the skill pool, so the library's UPDATE sees it even when dynamic sampling later
+drops its group.
 """
 
 from __future__ import annotations
@@ -69,5 +72,11 @@ class ARISERewardManager(RewardManagerBase):
             )
         return {
             "reward_score": float(score),
-            "reward_extra_info": {"acc": float(correct), "score": float(score), "skill_used": float(bool(skill_id))},
+            "reward_extra_info": {
+                "acc": float(correct),
+                "score": float(score),
+                "skill_used": float(bool(skill_id)),
+                "skill_scored": float(bool(fields.get("arise_scores"))),
+                "max_p": float(fields.get("arise_max_prob") or 0.0),
+            },
         }

@@ -45,7 +45,7 @@ from recipe.arise.groups import (
     positive_advantage_sessions,
 )
 from recipe.arise.library import Provenance, SkillLibrary
-from recipe.arise.library_log import record_resume, write_step_log
+from recipe.arise.library_log import record_resume, set_aside_steps_after, write_step_log
 from recipe.arise.pool import get_or_create_pool
 from recipe.arise.prompts import inject_skill, summary_messages
 from recipe.arise.skill import SkillDoc, fallback_skill, load_seed_skills, parse_skill
@@ -170,6 +170,12 @@ class ARISETrainer(PPOTrainerSync):
                 )
             self.library = SkillLibrary.load(path)
             record_resume(self.arise_log_dir, self.global_steps, path, self.library)
+            moved = set_aside_steps_after(self.arise_log_dir, self.global_steps)
+            if moved:
+                logger.warning(
+                    f"ARISE: {len(moved)} library-log step(s) past global_step_{self.global_steps} were written "
+                    f"by an interrupted run; moved to {moved[0].parent} (this run redoes those steps)"
+                )
             logger.info(f"ARISE: restored skill library from {path}: {self.library!r}")
         elif lib_cfg.load_from:
             self.library = SkillLibrary.load(lib_cfg.load_from)
@@ -293,9 +299,18 @@ class ARISETrainer(PPOTrainerSync):
             return []
         keys = [batch.keys[i] for i in keep]
         fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info"]
+        train_manager = self.arise.selection.train_manager
+        if train_manager:  # agent-loop extra_fields arrive as columns of their own
+            fields += ["arise_skill_in_response", "arise_skill_tokens"]
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
+        # with train_manager the response starts with the skill line: a trace is what follows it
+        starts = [0] * len(lengths)
+        if train_manager:
+            in_response = _as_list(data.pop("arise_skill_in_response"))
+            skill_tokens = _as_list(data.pop("arise_skill_tokens"))
+            starts = [int(n or 0) if flag else 0 for flag, n in zip(in_response, skill_tokens, strict=True)]
         rewards = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
         uids = _as_list(data.pop("uid"))
         raw_prompts = _as_list(data.pop("raw_prompt"))
@@ -317,7 +332,7 @@ class ARISETrainer(PPOTrainerSync):
             traces = []
             for j in positive:
                 row = members[j]
-                ids = [int(t) for t in responses[row][: int(lengths[row])].tolist()]
+                ids = [int(t) for t in responses[row][starts[row] : int(lengths[row])].tolist()]
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
                 traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids})
             out.append(

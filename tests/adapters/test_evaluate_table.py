@@ -12,6 +12,8 @@ METRICS = {
     "val-aux/aime24/acc/std@4": 0.1,
     "val-aux/aime24/skill_used/mean@4": 0.75,
     "val-aux/aime24/score/mean@4": 1.2,
+    "val-aux/aime24/skill_scored/mean@4": 1.0,
+    "val-aux/aime24/max_p/mean@4": 0.41,
     "val-core/aime24/acc/mean@2": 0.9,  # a smaller k must not win
     "val-core/omni_math_algebra/acc/mean@4": 0.2,
     "val-core/omni_math_number_theory/acc/mean@4": 0.3,
@@ -24,7 +26,14 @@ METRICS = {
 
 def test_collect_results_keeps_largest_k_and_skill_use():
     results = collect_results(METRICS)
-    assert results["aime24"] == {"pass@1": 0.5, "k": 4, "skill_use": 0.75, "reward": 1.2}
+    assert results["aime24"] == {
+        "pass@1": 0.5,
+        "k": 4,
+        "skill_use": 0.75,
+        "reward": 1.2,
+        "scored": 1.0,
+        "max_p": 0.41,
+    }
     assert set(results) == {
         "aime24",
         "omni_math_algebra",
@@ -55,7 +64,7 @@ def test_outputs_and_combine(tmp_path):
     write_outputs({"aime24": {"pass@1": 0.4, "k": 4}}, tmp_path / "b", "grpo")
     data = json.loads((tmp_path / "a" / "eval.json").read_text())
     assert data["method"] == "arise" and data["results"]["aime24"]["pass@1"] == 0.5
-    assert "arise,aime24,0.5,0.75,1.2,4" in (tmp_path / "a" / "eval.csv").read_text()
+    assert "arise,aime24,0.5,0.75,1.0,0.41,1.2,4" in (tmp_path / "a" / "eval.csv").read_text()
     table = tmp_path / "t" / "table.md"
     combine([tmp_path / "a", tmp_path / "b"], tmp_path / "t")
     lines = table.read_text().splitlines()

@@ -154,6 +154,7 @@ def test_random_byte_corruption_is_a_format_error_or_a_valid_library(tmp_path, g
     lib, path, data = good
     rng = random.Random(0)
     bad = tmp_path / "flip.parquet"
+    reference = SkillLibrary.load(path)
     outcomes = {"error": 0, "loaded": 0}
     for _ in range(250):
         b = bytearray(data)
@@ -165,8 +166,8 @@ def test_random_byte_corruption_is_a_format_error_or_a_valid_library(tmp_path, g
         except LibraryFormatError as e:
             assert str(bad) in str(e)
             outcomes["error"] += 1
-        else:
-            assert isinstance(loaded, SkillLibrary)
+        else:  # a flip that loads at all changed nothing that matters (pages carry checksums)
+            assert loaded.state_dict() == reference.state_dict()
             outcomes["loaded"] += 1
     assert outcomes["error"] > 100
     assert path.read_bytes() == data

