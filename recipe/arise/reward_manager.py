@@ -39,10 +39,12 @@ class ARISERewardManager(RewardManagerBase):
         timeout = self.arise.reward.timeout_s
         correct = await self.loop.run_in_executor(None, lambda: grade(response, ground_truth, timeout_s=timeout))
         skill_id = fields.get("arise_skill_id", "") or ""
-        phase = int(fields.get("arise_phase", 1) or 1)
-        if not self.arise.enable or self.arise.reward.binary:
-            phase = 1
-        score = hierarchical_reward(bool(correct), bool(skill_id), phase, skill_bonus=self.arise.reward.skill_bonus)
+        phase = int(fields.get("arise_phase", 1) or 1)  # the Manager's phase (selection, control arm)
+        # ablation (a) keeps the Manager in Phase II and only the reward binary
+        reward_phase = 1 if not self.arise.enable or self.arise.reward.binary else phase
+        score = hierarchical_reward(
+            bool(correct), bool(skill_id), reward_phase, skill_bonus=self.arise.reward.skill_bonus
+        )
 
         pool = get_pool() if self.arise.enable else None
         if pool is not None and not fields.get("arise_validate", False):
