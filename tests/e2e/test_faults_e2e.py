@@ -17,18 +17,22 @@ C  the same command with STEPS = tracked step + 1: it must resume from the last 
 
 How a kill lands exactly where it should: the test polls the files, and at the trigger it
 freezes every process of the run (SIGSTOP, by pid), reads the on-disk state, then SIGKILLs them
-all — the same as a SIGKILL at the freeze instant, with the state at the kill known exactly. The
-kill of global_step_4 aims at a ~30-50 ms window (the actor save of the tiny model); when the
-freeze comes after verl has written the tracker, the outcome is "killed just after the save" and C
-must resume from 4 with step 4's library instead (checked too; the outcome is printed). A run's
+all — the same as a SIGKILL at the freeze instant, with the state at the kill known exactly. For
+the kill during the save, a FIFO stands where verl writes ``global_step_4/data.pt`` (after the
+actor's files, before the tracker): verl's ``torch.save`` blocks opening it, so the kill lands
+inside the save every time (the library and the actor written, the tracker still at 2); the FIFO
+is removed after the kill. (Polling for a ~30 ms window instead landed after the save in 3 of 3
+trials on a loaded 2-core box.) If the freeze ever came after verl wrote the tracker, the
+outcome is "killed just after the save" and C must resume from 4 with step 4's library (checked
+too; the outcome is printed). A run's
 processes are its session (sid = the launcher's pid) plus anything carrying the launch's marker
 variable; Ray workers and the vLLM server sit in process groups of their own, so ``os.killpg`` on
 the launcher's group alone does not reach them (counted). ``ray stop --force`` is not used: it
 kills every Ray process on the machine, other users' runs included.
 
 ARISE_FAULTS_LOG=FILE appends one JSON line per module run (outcomes, timings) for trial counts
-(docs/tools.md, "Faults in the real run"); ARISE_TINY_DIR=DIR reuses tiny assets built by
-``python -m recipe.arise.cpu.tiny DIR``.
+(docs/tools.md, "Faults in the real run"); ARISE_TINY_DIR=DIR uses tiny assets built by
+``python -m recipe.arise.cpu.tiny DIR`` instead of the content-keyed cache.
 """
 
 from __future__ import annotations
@@ -285,13 +289,20 @@ def _resumes(ckpt: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- the scenario
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
+def tiny() -> Path:
     reuse = os.environ.get("ARISE_TINY_DIR")
     if reuse and (Path(reuse) / "tiny_assets.json").is_file():
         return Path(reuse)
-    path = tmp_path_factory.mktemp("tiny")
-    subprocess.run([sys.executable, "-m", "recipe.arise.cpu.tiny", str(path)], cwd=REPO, check=True, timeout=1800)
-    return path
+    # the default assets, from the content-keyed cache the other e2e module and the smoke script use
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.arise.cpu.tiny", "--cached"],
+        cwd=REPO,
+        check=True,
+        timeout=1800,
+        capture_output=True,
+        text=True,
+    )
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -319,11 +330,20 @@ def faults(tmp_path_factory, tiny) -> dict:
         launches.append(b)
         in_step4 = b.wait_for(lambda: _written_since(_step_log(ckpt, 4), b.wall_start), poll_s=0.05)
         assert in_step4, f"B ended before step 4's library maintenance; see {b.log}"
-        b.track(every_s=0)  # the last scan before the save: none during the tight poll below
-        caught = b.wait_for(lambda: _library(ckpt, 4).exists(), poll_s=0.002, scan=False)
+        # Hold the save open where a kill would land mid-save: verl writes the actor's files, then
+        # data.pt, then the tracker. A FIFO in data.pt's place blocks torch.save's open() (no reader)
+        # until the kill: the library and the actor are on disk, the tracker still says 2. (Racing
+        # a ~30 ms window by polling lands after the save on a loaded 2-core box.)
+        step4 = ckpt / "global_step_4"
+        step4.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(step4 / "data.pt")
+        actor_saved = step4 / "actor" / "model_world_size_1_rank_0.pt"
+        caught = b.wait_for(lambda: _library(ckpt, 4).exists() and actor_saved.exists(), poll_s=0.2)
+        time.sleep(2.0)  # the actor's save returns; verl reaches data.pt and blocks there
         b.freeze()
         r["b_state"] = {**_folder_state(ckpt, 4), "library_seen_by_poll": caught}
         r["b_kill"] = {**b.kill(), "shm_left": b.release_shm()}
+        (step4 / "data.pt").unlink()  # the kill came before data.pt was opened: none is left
         tracked = _tracker(ckpt)
         r["tracked_at_kill"] = tracked
         r["outcome"] = "in_save" if tracked == 2 and r["b_state"]["library"] else f"after_save_{tracked}"
@@ -411,6 +431,7 @@ def test_kill_during_checkpoint_save_resumes_from_the_last_complete_checkpoint(f
     assert second["digest"] == faults["digest_tracked"]
     c = faults["c_metrics"]
     assert sorted(c) == [faults["tracked_at_kill"] + 1] and c[min(c)]["arise/phase"] == 2.0
+    assert faults["outcome"] == "in_save", faults["b_state"]  # the FIFO holds the save open
     if faults["outcome"] == "in_save":
         state = faults["b_state"]
         assert state["library"] and state["tracker"] == 2
