@@ -49,21 +49,6 @@ def _metrics(path: Path) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def tiny() -> Path:
-    # the default assets, in the content-keyed cache the smoke script uses (CI's README command 2
-    # after the tests then reuses this build)
-    proc = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.cpu.tiny", "--cached"],
-        cwd=REPO,
-        check=True,
-        timeout=900,
-        capture_output=True,
-        text=True,
-    )
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
 def arise_run(tmp_path_factory, tiny) -> Path:
     out = tmp_path_factory.mktemp("arise_run")
     proc = _run(out, tiny, out / "metrics_run1.jsonl", STEPS=2)

@@ -289,23 +289,6 @@ def _resumes(ckpt: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- the scenario
 @pytest.fixture(scope="module")
-def tiny() -> Path:
-    reuse = os.environ.get("ARISE_TINY_DIR")
-    if reuse and (Path(reuse) / "tiny_assets.json").is_file():
-        return Path(reuse)
-    # the default assets, from the content-keyed cache the other e2e module and the smoke script use
-    proc = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.cpu.tiny", "--cached"],
-        cwd=REPO,
-        check=True,
-        timeout=1800,
-        capture_output=True,
-        text=True,
-    )
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
 def faults(tmp_path_factory, tiny) -> dict:
     out = tmp_path_factory.mktemp("faults")
     ckpt = out / "checkpoints"
