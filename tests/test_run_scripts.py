@@ -408,3 +408,17 @@ def test_preflight_touches_no_gpu_and_no_ray():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_preflight_warns_when_train_manager_has_no_room_for_the_skill_line(composed):
+    """Found on the CPU run: with a 24-token response every selected skill went unaided."""
+    _, overrides, _ = composed("qwen3_4b_arise.sh", {})
+    entry = "recipe.arise.main_arise"
+
+    def warnings(*extra):
+        cfg = preflight.compose(entry, overrides + list(extra))
+        return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == "WARNING")
+
+    assert "train_manager" not in warnings("arise.selection.train_manager=true")  # 4,096-token responses
+    assert "train_manager" in warnings("arise.selection.train_manager=true", "data.max_response_length=24")
+    assert "train_manager" not in warnings("data.max_response_length=24")  # off: the skill is in the prompt

@@ -293,6 +293,7 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
 
     for what, check in (
         ("lengths", lambda: _check_lengths(cfg)),
+        ("train_manager", lambda: _check_manager_response(cfg)),
         ("backends", lambda: _check_backends(cfg, check_runtime)),
         ("paths", lambda: _check_paths(cfg) if check_paths else []),
     ):
@@ -301,6 +302,27 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         except Exception as error:  # e.g. a missing value read by the check, reported above too
             findings.append(Finding("ERROR", f"{what} check: {type(error).__name__}: {error}"))
     return findings
+
+
+def _check_manager_response(cfg) -> list[Finding]:
+    """train_manager puts the skill line in the response: a response budget that cannot hold it
+    sends every selected trajectory unaided (counted in arise/skill_overlong), silently inert."""
+    arise = cfg.get("arise", None)
+    if arise is None or not arise.get("enable", False) or not arise.selection.get("train_manager", False):
+        return []
+    response = int(cfg.data.max_response_length)
+    skill = int(arise.selection.max_skill_tokens)
+    if response > 2 * skill:
+        return []
+    return [
+        Finding(
+            "WARNING",
+            f"arise.selection.train_manager: data.max_response_length {response} leaves little or no room after "
+            f"the skill line (up to {skill} + ~4 tokens); a selected skill that does not fit goes unaided "
+            "(arise/skill_overlong)",
+            f"data.max_response_length > {2 * skill} (or a smaller arise.selection.max_skill_tokens)",
+        )
+    ]
 
 
 def _check_lengths(cfg) -> list[Finding]:

@@ -300,17 +300,18 @@ class ARISETrainer(PPOTrainerSync):
         keys = [batch.keys[i] for i in keep]
         fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info"]
         train_manager = self.arise.selection.train_manager
-        if train_manager:  # agent-loop extra_fields arrive as columns of their own
-            fields += ["arise_skill_in_response", "arise_skill_tokens"]
+        if train_manager:  # verl's TQ agent loop stores AgentLoopOutput.extra_fields as one field
+            fields.append("extra_fields")
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
         # with train_manager the response starts with the skill line: a trace is what follows it
         starts = [0] * len(lengths)
         if train_manager:
-            in_response = _as_list(data.pop("arise_skill_in_response"))
-            skill_tokens = _as_list(data.pop("arise_skill_tokens"))
-            starts = [int(n or 0) if flag else 0 for flag, n in zip(in_response, skill_tokens, strict=True)]
+            extra = _as_list(data.pop("extra_fields"))
+            in_response = [bool(_plain(e.get("arise_skill_in_response", False))) for e in extra]
+            skill_tokens = [int(_plain(e.get("arise_skill_tokens", 0)) or 0) for e in extra]
+            starts = [n if flag else 0 for flag, n in zip(in_response, skill_tokens, strict=True)]
         rewards = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
         uids = _as_list(data.pop("uid"))
         raw_prompts = _as_list(data.pop("raw_prompt"))
@@ -495,6 +496,12 @@ class ARISETrainer(PPOTrainerSync):
         if state["ig"]:
             m["arise/ig_exact_mean"] = float(np.mean(list(state["ig"].values())))
         return m
+
+
+def _plain(value):
+    """A Python value from what TransferQueue returns inside a stored dict (tensor, NonTensorData)."""
+    value = getattr(value, "data", value) if type(value).__name__ == "NonTensorData" else value
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _as_list(value) -> list:
