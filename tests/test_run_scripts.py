@@ -237,14 +237,19 @@ def test_attention_and_padding_overrides(composed):
         assert any(f.level == "ERROR" and "ATTN=sdpa" in f.fix for f in findings)
 
 
-def test_validation_really_runs(composed):
-    """Broken configs the GPU job would reject at start-up are ERRORs here."""
+def _findings(composed, level: str, *extra: str) -> str:
+    """The preflight's findings of one level for the paper's script plus ``extra`` overrides."""
     _, overrides, _ = composed("qwen3_4b_arise.sh", {})
     entry = "recipe.arise.main_arise"
+    cfg = preflight.compose(entry, overrides + list(extra))
+    return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == level)
+
+
+def test_validation_really_runs(composed):
+    """Broken configs the GPU job would reject at start-up are ERRORs here."""
 
     def errors(*extra):
-        cfg = preflight.compose(entry, overrides + list(extra))
-        return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == "ERROR")
+        return _findings(composed, "ERROR", *extra)
 
     # verl validate_config: 3 x 3 samples over 8 GPUs; ActorConfig.validate: batch < mini-batch
     assert "real_train_batch_size" in errors("data.train_batch_size=3", "actor_rollout_ref.rollout.n=3")
@@ -412,12 +417,9 @@ def test_preflight_touches_no_gpu_and_no_ray():
 
 def test_preflight_warns_when_train_manager_has_no_room_for_the_skill_line(composed):
     """Found on the CPU run: with a 24-token response every selected skill went unaided."""
-    _, overrides, _ = composed("qwen3_4b_arise.sh", {})
-    entry = "recipe.arise.main_arise"
 
     def warnings(*extra):
-        cfg = preflight.compose(entry, overrides + list(extra))
-        return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == "WARNING")
+        return _findings(composed, "WARNING", *extra)
 
     assert "train_manager" not in warnings("arise.selection.train_manager=true")  # 4,096-token responses
     assert "train_manager" in warnings("arise.selection.train_manager=true", "data.max_response_length=24")
