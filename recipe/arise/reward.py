@@ -26,6 +26,7 @@ Framework free: math-verify is imported lazily, only in the process that needs i
 from __future__ import annotations
 
 import atexit
+import collections
 import math
 import os
 import re
@@ -445,6 +446,11 @@ class _Grader:
         self._probe = threading.Lock()
         self._pool = None
         self.closed = False
+        # the pool's last faults, for grader_stats() and failing tests: (monotonic time, what)
+        self.events: collections.deque = collections.deque(maxlen=32)
+
+    def _event(self, what: str) -> None:
+        self.events.append((round(time.monotonic(), 3), what))
 
     # -- the pebble pool
     def _pebble(self):
@@ -456,6 +462,7 @@ class _Grader:
         if pool is not None:  # pebble gave up on it (BrokenProcessPool): start a fresh one
             self._pool = None
             self.restarts += 1
+            self._event("pool given up by pebble: replaced")
             _discard(pool)
         if self.restarts >= _MAX_BARREN_RESTARTS and self.completed == 0:
             raise RuntimeError(f"the grader workers died before any task {self.restarts} times")
@@ -470,18 +477,21 @@ class _Grader:
         self._pool = pool
         try:
             pool.active  # noqa: B018 - starts the worker processes now
-        except BaseException:
+        except BaseException as e:
             self._pool = None
+            self._event(f"pool start failed: {type(e).__name__}: {e}")
             _discard(pool)
             raise
+        self._event("pool started")
         return pool
 
-    def _recycle(self, pool) -> None:
+    def _recycle(self, pool, why: str) -> None:
         with self._lock:
             if self._pool is not pool:
                 return
             self._pool = None
             self.restarts += 1
+            self._event(f"pool replaced: {why}")
         _discard(pool)
 
     def _on_done(self, future) -> None:
@@ -504,6 +514,7 @@ class _Grader:
         process can be started (``self.broken`` says why)."""
         with self._lock:
             if self.closed:  # shut down (interpreter exit, configure_grader): no new pool
+                self._event("call after shutdown")
                 return None, None
             for _attempt in range(2):
                 try:
@@ -515,9 +526,10 @@ class _Grader:
                 self.broken = None
                 try:
                     future = pool.schedule(_run_task, args=(deadline, fn, args), timeout=max(0.01, timeout_s))
-                except Exception:  # pebble gave up on the pool just now: once more on a fresh one
+                except Exception as e:  # pebble gave up on the pool just now: once more on a fresh one
                     self._pool = None
                     self.restarts += 1
+                    self._event(f"schedule failed ({type(e).__name__}: {e}): pool replaced")
                     _discard(pool)
                     continue
                 self.calls += 1
@@ -549,19 +561,35 @@ class _Grader:
             try:
                 return True, future.result(timeout=min(remaining, _POLL_S))
             except FuturesTimeout:
-                if future.done():  # pebble's own timeout (the worker is killed)
-                    with self._lock:
-                        self.timeouts += 1
-                    return False, None
+                # the wait timed out -- or the task did: pebble's timeout is the same TimeoutError
+                # class (Python >= 3.11). Only a done future can be the latter (it may have got
+                # its result just after the wait ended: read it again)
+                if future.done():
+                    try:
+                        return True, future.result(timeout=0)
+                    except FuturesTimeout:  # pebble's own timeout (the worker is killed)
+                        with self._lock:
+                            self.timeouts += 1
+                        return False, None
+                    except BaseException:
+                        return False, None
                 # pebble gave up on this pool, or its channel lock is held by a dead worker: the
                 # task would never run -> submit it again to a fresh pool
-                if not pool.active or (not future.running() and self._wedged(pool, submitted, deadline)):
-                    self._recycle(pool)
-                    resubmits += 1
-                    if resubmits > 2:
-                        return False, None
-                    submitted = time.monotonic()
-                    pool, future = self._schedule(fn, args, timeout_s, deadline)
+                if not pool.active:
+                    why = "pebble gave up on it with tasks waiting"
+                elif not future.running() and self._wedged(pool, submitted, deadline):
+                    why = "channel lock held by a dead worker"
+                else:
+                    continue
+                self._recycle(pool, why)
+                resubmits += 1
+                if resubmits > 2:
+                    self._event("a task resubmitted 3 times: given up")
+                    return False, None
+                submitted = time.monotonic()
+                pool, future = self._schedule(fn, args, timeout_s, deadline)
+                if future is None:
+                    self._event("resubmission found no pool")
             except BaseException:  # the worker died under the task (ProcessExpired), or fn raised
                 return False, None
         return False, None
@@ -686,6 +714,7 @@ def grader_stats() -> dict[str, Any]:
         "errors": p.errors,
         "restarts": p.restarts,
         "broken": p.broken,
+        "events": list(p.events)[-12:],
     }
 
 

@@ -76,6 +76,12 @@ def _wait_for(cond, timeout_s: float = 30.0) -> bool:  # pebble's replacements a
     return cond()
 
 
+def _ready(grader) -> None:
+    """POOL_SIZE workers that answer: a test starts on a healthy pool, whatever one before left."""
+    assert grader.warmup(wait_s=30.0) == POOL_SIZE, rw.grader_stats()
+    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE), rw.grader_stats()
+
+
 def _dead(pid: int) -> bool:
     """Gone, or a zombie waiting for its parent (the forkserver) to reap it."""
     try:
@@ -205,7 +211,7 @@ def test_worker_killed_holding_the_channel_lock(grader):
     for the next task, stops inside the section holding the read half; B is SIGKILLed.  The grader
     notices (no task finishing, the lock not obtainable for 2 s), starts a fresh pool and submits
     the queued grade again: the right answer, within its timeout."""
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    _ready(grader)
     before = rw.grader_stats()
     mutex = grader._pool._pool_manager.worker_manager.workers_channel.mutex
     out: dict = {}
@@ -231,17 +237,17 @@ def test_worker_killed_holding_the_channel_lock(grader):
         mutex.writer_mutex.release()
     t_slow.join(20)
     t_next.join(20)
-    assert out["slow"][0] is True and out["slow"][1] < 10.0 + SLACK_S, out
-    assert out["next"][0] is True and out["next"][1] < 10.0 + SLACK_S, out
+    assert out["slow"][0] is True and out["slow"][1] < 10.0 + SLACK_S, (out, rw.grader_stats())
+    assert out["next"][0] is True and out["next"][1] < 10.0 + SLACK_S, (out, rw.grader_stats())
     assert rw.grader_stats()["restarts"] == before["restarts"] + 1, rw.grader_stats()
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE), rw.grader_stats()
     assert rw.grade("\\boxed{\\sqrt{2}/2}", "\\frac{\\sqrt{2}}{2}", timeout_s=5.0) is True
 
 
 def test_runaway_task_is_killed_at_the_deadline_and_replaced(grader):
     """A task that never returns (stands for a C loop in sympy): the caller, on a thread, gets
     (False, None) at its deadline; the worker is hard-killed and a new one takes its place."""
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    _ready(grader)
     before = set(grader.worker_pids())
     out = {}
 
@@ -263,7 +269,7 @@ def test_runaway_task_is_killed_at_the_deadline_and_replaced(grader):
 def test_sympy_bomb_is_hard_killed_from_a_thread(grader):
     """A real answer that sympy never finishes: math-verify's own timeout cannot run off the
     main thread, so only the hard kill bounds it."""
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    _ready(grader)
     before = rw.grader_stats()
     out = {}
 
@@ -285,7 +291,7 @@ def test_sympy_bomb_is_hard_killed_from_a_thread(grader):
 def test_idle_worker_killed_from_outside(grader):
     """pebble gives up on a pool whose idle worker dies while no task runs; the grader starts a
     fresh one for the next call, which is still answered right and in time."""
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    _ready(grader)
     before = rw.grader_stats()
     victim = grader.worker_pids()[0]
     os.kill(victim, signal.SIGKILL)
@@ -298,7 +304,7 @@ def test_idle_worker_killed_from_outside(grader):
     # pebble 5.1 gives up on the pool (BrokenProcessPool: "All workers expired") and the grader
     # starts a fresh one; a pebble that simply replaces the worker is fine too
     assert rw.grader_stats()["restarts"] - before["restarts"] in (0, 1)
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE), rw.grader_stats()
 
 
 def test_pool_given_up_while_grades_wait(grader):
@@ -307,7 +313,7 @@ def test_pool_given_up_while_grades_wait(grader):
     still get the right grade in time."""
     from pebble.pool.base_pool import PoolStatus
 
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    _ready(grader)
     before = rw.grader_stats()
     out: dict = {}
 
@@ -334,7 +340,7 @@ def test_pool_given_up_while_grades_wait(grader):
     assert all(out[f"grade{k}"][1] < 8.0 + SLACK_S for k in range(len(answers))), out
     assert all(out[f"sleep{k}"][0] == (True, None) for k in range(2)), out
     assert rw.grader_stats()["restarts"] == before["restarts"] + 1
-    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE)
+    assert _wait_for(lambda: len(grader.worker_pids()) == POOL_SIZE), rw.grader_stats()
 
 
 EXIT_SCRIPT = textwrap.dedent(
