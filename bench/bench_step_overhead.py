@@ -9,6 +9,34 @@ accounting per query the paper's overhead table reports.
     python bench/bench_step_overhead.py [--steps 5] [--reps 2] [--phase1-steps 0] [--work DIR]
 
 ``--phase1-steps 0`` measures Phase II (selection + scoring + summary) from the first step.
+
+``--paper-proportions`` runs the same tiny model and script path at the paper's token proportions
+(App. E: prompt 312, response 2,847 tokens, an injected skill of 66 tokens, G=8, a 10-skill cache):
+
+* prompts padded (worked examples before the question) to ``--prompt-tokens`` (default 99) chat
+  tokens, responses forced to ``rollout.max_model_len`` (1,024, the tiny model's positions) minus
+  the longest injected prompt, ~9x the prompt, with verl's ``actor_rollout_ref.rollout.ignore_eos``
+  (verl 0.9.1's vLLM server puts it into every request's ``SamplingParams`` unless the request sets
+  it; the agent loop's sampling params cannot carry vLLM's ``min_tokens``). Every trajectory then
+  has exactly the same response length in both arms;
+* G=8 (``GROUP``), ARISE in Phase II from step 1 (``PHASE1_STEPS=0``), and a library whose cache
+  holds 10 seed-like skills of ~30 tokens each from step 1 (``arise.library.load_from``, a
+  ``SkillLibrary`` parquet built here): the shortest skill JSON the schema allows is ~27 tiny
+  tokens, so a skill is ~30% of the prompt (paper: 21%) — on the heavy side for ARISE;
+* the confidence gate off (``arise.selection.use_gate=false``): the tiny model scores the 10
+  look-alike skills almost flat and delta=0.35 would reject every selection, so a skill goes to the
+  75% of trajectories outside the control arm, the paper's training skill-use rate (~73%, App. E.1);
+  the scoring itself runs exactly as with the gate;
+* dynamic sampling off in both arms (``algorithm.filter_groups.enable=False``): every step
+  generates exactly batch x G trajectories, whatever the rewards;
+* the median over ``--reps`` runs per arm of each run's mean per step (steps 2..``--steps``),
+  alternating the arms; ``--score-top-m M`` adds a third arm, ARISE scoring only the top-M
+  cache skills (``arise.selection.score_top_m``), measured side by side.
+
+Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; ``--score-top-m`` adds ~10.
+
+Its last printed line is ``ARISE/GRPO step-time ratio: X``. Extra hydra overrides for every arm
+can follow ``--``.
 """
 
 from __future__ import annotations
@@ -16,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -25,6 +54,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
+MAX_MODEL_LEN = 1024  # the tiny model's max_position_embeddings (run_scripts/cpu_env.sh)
 
 # (label, how to get seconds from one step's metrics)
 PHASES = [
@@ -43,8 +73,30 @@ PHASES = [
     ("step total", lambda m: m.get("timing_s/step", 0.0)),
 ]
 
+# Ten seed-like skills for --paper-proportions: the schema's fields, short values in the tiny
+# tokenizer's vocabulary (each injection "SKILL:{json}\n" is ~28-32 tokens).
+PAPER_SKILLS = [
+    ("count_up", "algebra", "Count up", ["Start", "Count up"], "Recheck"),
+    ("make_ten", "general", "Add the rest", ["Find ten", "Add"], "Recheck"),
+    ("swap_order", "general", "Add the smaller one", ["Order", "Add"], "Recheck"),
+    ("count_check", "algebra", "Count up to check", ["Count up", "Check"], "Recheck"),
+    ("equation_setup", "algebra", "Write the sum", ["Name unknowns", "Solve"], "Plug in"),
+    ("case_enumeration", "general", "Split into cases", ["Split", "Solve each"], "Recheck"),
+    ("symmetry", "general", "Spot symmetry", ["Spot symmetry", "Solve a case"], "Recheck"),
+    ("extremal", "general", "Try extremes", ["Try extremes", "Bound it"], "Check equality"),
+    ("modular_check", "algebra", "Reduce modulo ten", ["Pick modulus", "Reduce"], "Recheck"),
+    ("sum_check", "general", "Add in order", ["Add", "Check"], "Recheck"),
+]
 
-def run_once(arise: bool, steps: int, phase1_steps: int, tiny: Path, out: Path) -> list[dict]:
+
+def tiny_assets() -> Path:
+    """The tiny model, tokenizer and dataset of the CPU smoke run (content-keyed cache)."""
+    command = [sys.executable, "-m", "recipe.arise.cpu.tiny", "--cached"]
+    out = subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def run_once(arm: str, arise: bool, args, tiny: Path, out: Path, env_extra: dict, overrides: list[str]) -> list[dict]:
     metrics = out / "metrics.jsonl"
     env = {
         **os.environ,
@@ -52,18 +104,19 @@ def run_once(arise: bool, steps: int, phase1_steps: int, tiny: Path, out: Path) 
         "OUT_DIR": str(out),
         "TINY_DIR": str(tiny),
         "VERL_FILE_LOGGER_PATH": str(metrics),
-        "STEPS": str(steps),
-        "PHASE1_STEPS": str(phase1_steps),
+        "STEPS": str(args.steps),
+        "PHASE1_STEPS": str(args.phase1_steps),
         "SAVE_FREQ": "-1",
         "ARISE": "true" if arise else "false",
+        **env_extra,
     }
     started = time.time()
-    proc = subprocess.run(["bash", str(SCRIPT)], cwd=REPO, env=env, capture_output=True, text=True)
-    (out / "run.log").write_text(proc.stdout + proc.stderr)
+    proc = subprocess.run(["bash", str(SCRIPT), *overrides], cwd=REPO, env=env, capture_output=True, text=True)
+    (out / "console.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise SystemExit(f"run failed ({'arise' if arise else 'grpo'}), log: {out / 'run.log'}")
+        raise SystemExit(f"run failed ({arm}), log: {out / 'run.log'} and {out / 'console.log'}")
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    print(f"  {'ARISE' if arise else 'GRPO '} run: {len(rows)} steps in {time.time() - started:.0f} s", flush=True)
+    print(f"  {arm:12s} run: {len(rows)} steps in {time.time() - started:.0f} s", flush=True)
     return [row["data"] for row in rows if row["step"] > 1]  # step 1 includes vLLM warm-up
 
 
@@ -71,24 +124,14 @@ def mean(values):
     return statistics.fmean(values) if values else 0.0
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--phase1-steps", type=int, default=0)
-    parser.add_argument("--work", default=None, help="working folder (default: a temporary one)")
-    args = parser.parse_args(argv)
-    work = Path(args.work or tempfile.mkdtemp(prefix="arise_overhead_"))
-    tiny = work / "tiny"
-    if not (tiny / "tiny_assets.json").exists():
-        subprocess.run([sys.executable, "-m", "recipe.arise.cpu.tiny", str(tiny)], cwd=REPO, check=True)
-
+# ---------------------------------------------------------------------------------- default mode
+def default_mode(args, work: Path, tiny: Path) -> None:
     steps = {"grpo": [], "arise": []}
     for rep in range(args.reps):
         order = [False, True] if rep % 2 == 0 else [True, False]
         for arise in order:
             name = "arise" if arise else "grpo"
-            steps[name] += run_once(arise, args.steps, args.phase1_steps, tiny, work / f"{name}_{rep}")
+            steps[name] += run_once(name, arise, args, tiny, work / f"{name}_{rep}", {}, args.overrides)
 
     print(
         f"\nCPU end-to-end setup (tiny model), {args.reps} runs each, steps 2..{args.steps} of every run, "
@@ -121,11 +164,248 @@ def main(argv=None):
     print(f"{'scoring tokens per query':38s} {0.0:9.1f} {per_query('arise/scoring_tokens'):9.1f}")
     print(f"{'summary prompt tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_prompt_tokens'):9.1f}")
     print(f"{'summary response tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_response_tokens'):9.1f}")
+    print(f"runs and logs: {work}")
     g_total = mean([m.get("timing_s/step", 0.0) for m in steps["grpo"]])
     a_total = mean([m.get("timing_s/step", 0.0) for m in arise_steps])
     if g_total:
-        print(f"\nARISE/GRPO step-time ratio: {a_total / g_total:.3f} (goal on GPU: <= 1.05)")
-    print(f"runs and logs: {work}")
+        print("(goal on GPU at the paper's proportions: <= 1.05; see --paper-proportions)")
+        print(f"ARISE/GRPO step-time ratio: {a_total / g_total:.3f}")
+
+
+# ------------------------------------------------------------------------ paper-proportions mode
+def chat_len(tokenizer, content: str) -> int:
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+    if not isinstance(ids, list):  # transformers 5 returns a BatchEncoding
+        ids = list(ids["input_ids"])
+    return len(ids)
+
+
+def pad_question(tokenizer, question: str, target: int, rng: random.Random) -> str:
+    """Worked examples ("a plus b is c.") before the question until the chat prompt has ``target``
+    tokens (or as close below as the fragments allow)."""
+    head = ""
+    while True:
+        a, b = rng.randrange(10), rng.randrange(10)
+        for fragment in (f"{a} plus {b} is {a + b}. ", "So. ", ". "):
+            if chat_len(tokenizer, head + fragment + question) <= target:
+                head += fragment
+                break
+        else:
+            return head + question
+
+
+def paper_setup(args, work: Path, tiny: Path) -> tuple[dict, list[str], dict]:
+    """Build the padded dataset and the 10-skill library; return (env, overrides, facts)."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from recipe.arise.library import SkillLibrary
+    from recipe.arise.prompts import format_skill_injection
+    from recipe.arise.skill import SkillDoc
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny / "model")
+    docs = [
+        SkillDoc.from_dict(dict(skill_name=n, problem_type=t, key_insight=k, method=m, check=c))
+        for n, t, k, m, c in PAPER_SKILLS
+    ]
+    skill_tokens = [len(tokenizer.encode(format_skill_injection(d) + "\n", add_special_tokens=False)) for d in docs]
+    library = SkillLibrary(
+        cache_capacity=10,
+        reservoir_capacity=100,
+        ema_beta=0.9,
+        seed_skills=docs,
+        new_skill_policy="fair_trial",
+        trial_uses=8,
+        trial_steps=20,
+        seed_trial_uses=8,
+    )
+    assert len(library.cache) == 10, "the 10 skills must all be in the cache"
+    data_dir = work / "paper_data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    library_path = data_dir / "library.parquet"
+    library.save(library_path)
+
+    rng = random.Random(0)
+    frame = pd.read_parquet(tiny / "data" / "train.parquet")
+    rows, lengths = [], []
+    for row in frame.to_dict("records"):
+        messages = [dict(m) for m in row["prompt"]]
+        content = pad_question(tokenizer, messages[-1]["content"], args.prompt_tokens, rng)
+        messages[-1]["content"] = content
+        lengths.append(chat_len(tokenizer, content))
+        rows.append({**row, "prompt": messages, "extra_info": {**row["extra_info"], "question": content}})
+    train = data_dir / "train.parquet"
+    pd.DataFrame(rows).to_parquet(train)
+
+    # the injected prompt must fit rollout.prompt_length (data.max_prompt_length); the response gets
+    # the rest of max_model_len, so every trajectory's prompt + response fits
+    max_prompt = max(lengths) + max(skill_tokens) + 2
+    max_response = MAX_MODEL_LEN - max_prompt
+    env = {
+        "GROUP": str(args.group),
+        "BATCH": str(args.batch),
+        "MAX_PROMPT": str(max_prompt),
+        "MAX_RESPONSE": str(max_response),
+        "MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+    }
+    overrides = [
+        f"data.train_files={train}",
+        "actor_rollout_ref.rollout.ignore_eos=True",
+        "algorithm.filter_groups.enable=False",
+        f"arise.library.load_from={library_path}",
+        # the tiny model scores 10 look-alike skills almost flat, so the gate (delta 0.35) would reject
+        # every selection; without it a skill goes to every trajectory outside the control arm (75%),
+        # the paper's training skill-use rate (~73%, App. E.1): scoring runs exactly as with the gate
+        "arise.selection.use_gate=false",
+    ]
+    facts = {
+        "prompt": statistics.fmean(lengths),
+        "prompt_range": (min(lengths), max(lengths)),
+        "response": max_response,
+        "skill_tokens": statistics.fmean(skill_tokens),
+        "skill_range": (min(skill_tokens), max(skill_tokens)),
+    }
+    return env, overrides, facts
+
+
+def median_of_runs(runs: list[list[dict]], get) -> float:
+    """Median over runs of each run's mean per step."""
+    return statistics.median([mean([get(m) for m in steps]) for steps in runs]) if runs else 0.0
+
+
+def paper_mode(args, work: Path, tiny: Path) -> None:
+    env, overrides, facts = paper_setup(args, work, tiny)
+    overrides += args.overrides
+    arms = [("GRPO", False, []), ("ARISE", True, [])]
+    if args.score_top_m:
+        arms.append((f"ARISE top-{args.score_top_m}", True, [f"arise.selection.score_top_m={args.score_top_m}"]))
+    print(
+        f"paper proportions: chat prompt {facts['prompt']:.1f} tokens ({facts['prompt_range'][0]}-"
+        f"{facts['prompt_range'][1]}), response {facts['response']} (forced, ignore_eos), "
+        f"{facts['response'] / facts['prompt']:.1f}x the prompt; injected skill {facts['skill_tokens']:.1f} tokens "
+        f"({facts['skill_range'][0]}-{facts['skill_range'][1]}, {facts['skill_tokens'] / facts['prompt']:.0%} of the "
+        f"prompt); G={args.group}, batch {args.batch}, 10 cache skills; {args.reps} run(s) per arm of "
+        f"{args.steps} steps",
+        flush=True,
+    )
+    runs: dict[str, list[list[dict]]] = {name: [] for name, _, _ in arms}
+    for rep in range(args.reps):
+        order = arms if rep % 2 == 0 else arms[::-1]
+        for name, arise, extra in order:
+            folder = work / f"{name.lower().replace(' ', '_')}_{rep}"
+            runs[name].append(run_once(name, arise, args, tiny, folder, env, overrides + extra))
+
+    names = [name for name, _, _ in arms]
+    grpo = runs["GRPO"]
+    print(
+        f"\nCPU end-to-end setup (tiny model) at the paper's proportions: median over {args.reps} run(s) per arm of "
+        f"each run's mean over steps 2..{args.steps}, ARISE in Phase II from step 1; machine: {os.cpu_count()} cores"
+    )
+    header = f"{'per step (s)':38s} {'GRPO':>9s}"
+    for name in names[1:]:
+        header += f" {name:>13s} {'ratio':>6s}"
+    print("\n" + header)
+    for label, get in PHASES:
+        g = median_of_runs(grpo, get)
+        line = f"{label:38s} {g:9.3f}"
+        for name in names[1:]:
+            a = median_of_runs(runs[name], get)
+            line += f" {a:13.3f} {(f'{a / g:.3f}' if g > 0 else '—'):>6s}"
+        print(line)
+    step = PHASES[-1][1]
+    for name in names:
+        per_run = ", ".join(f"{mean([step(m) for m in steps]):.2f}" for steps in runs[name])
+        print(f"  {name} step total per run (s): {per_run}")
+
+    # ---- the paper's token table (App. E): per trajectory, prompt + response
+    def arise_per(steps_runs, key, per="arise/trajectories"):
+        return statistics.median(
+            [sum(m.get(key, 0.0) for m in s) / (sum(m.get(per, 0.0) for m in s) or 1.0) for s in steps_runs]
+        )
+
+    g_prompt = median_of_runs(grpo, lambda m: m.get("prompt_length/mean", 0.0))
+    g_response = median_of_runs(grpo, lambda m: m.get("response_length/mean", 0.0))
+    g_total = g_prompt + g_response
+    print("\ntokens per trajectory (App. E layout)  prompt  response     total  overhead")
+    print(f"{'GRPO':36s} {g_prompt:8.1f} {g_response:9.1f} {g_total:9.1f} {'—':>9s}")
+    table = {}
+    for name in names[1:]:
+        prompt = arise_per(runs[name], "arise/prompt_tokens")
+        response = arise_per(runs[name], "arise/response_tokens")
+        table[name] = (prompt, response)
+        total = prompt + response
+        print(f"{name:36s} {prompt:8.1f} {response:9.1f} {total:9.1f} {(total - g_total) / g_total:+9.1%}")
+
+    # ---- ARISE's own requests and the token floor (all tokens processed per query)
+    for name in names[1:]:
+        s = runs[name]
+        use_rate = statistics.median([mean([m.get("arise/skill_use_rate", 0.0) for m in r]) for r in s])
+        injected = statistics.median([mean([m.get("arise/prompt_overhead_tokens", 0.0) for m in r]) for r in s])
+        scoring = arise_per(s, "arise/scoring_tokens", per="arise/queries")
+        sum_prompt = arise_per(s, "arise/summary_prompt_tokens", per="arise/queries")
+        sum_response = arise_per(s, "arise/summary_response_tokens", per="arise/queries")
+        summaries = statistics.median([mean([m.get("arise/summary_attempts", 0.0) for m in r]) for r in s])
+        prompt, response = table[name]
+        grpo_query = args.group * g_total
+        arise_query = args.group * (prompt + response) + scoring + sum_prompt + sum_response
+        decode = (args.group * response + sum_response) / (args.group * g_response) - 1.0
+        print(f"\n{name}: ARISE's extra work per query (G={args.group} trajectories)")
+        print(
+            f"  skill use rate {use_rate:.2f}; injected tokens per trajectory {injected:.1f} "
+            f"({injected / use_rate if use_rate else 0.0:.1f} per injected trajectory)"
+        )
+        print(f"  scoring (prefill only)               {scoring:9.1f} tokens")
+        print(
+            f"  summary O_G+1 prompt / response      {sum_prompt:9.1f} / {sum_response:.1f} tokens "
+            f"({summaries:.2f} summaries per step)"
+        )
+        print(
+            f"  token floor: all tokens per query    {grpo_query:9.1f} GRPO, {arise_query:.1f} ARISE: "
+            f"{arise_query / grpo_query - 1.0:+.1%} (decoded tokens {decode:+.1%})"
+        )
+
+    print(f"\nruns and logs: {work}")
+    g_step = median_of_runs(grpo, step)
+    if args.score_top_m:
+        t = median_of_runs(runs[names[2]], step)
+        print(f"{names[2]}/GRPO step-time ratio: {t / g_step:.3f}")
+    a_step = median_of_runs(runs["ARISE"], step)
+    print(f"ARISE/GRPO step-time ratio: {a_step / g_step:.3f}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=None, help="steps per run (default 5; 3 with --paper-proportions)")
+    parser.add_argument("--reps", type=int, default=2, help="runs per arm")
+    parser.add_argument("--phase1-steps", type=int, default=0)
+    parser.add_argument("--work", default=None, help="working folder (default: a temporary one)")
+    parser.add_argument("--paper-proportions", action="store_true", help="the paper's token proportions (see above)")
+    parser.add_argument("--prompt-tokens", type=int, default=99, help="--paper-proportions: chat prompt length")
+    parser.add_argument("--group", type=int, default=8, help="--paper-proportions: G")
+    parser.add_argument("--batch", type=int, default=4, help="--paper-proportions: queries per step")
+    parser.add_argument(
+        "--score-top-m", type=int, default=0, help="--paper-proportions: add an ARISE arm with selection.score_top_m=M"
+    )
+    parser.add_argument("overrides", nargs="*", help="hydra overrides for every run (after --)")
+    args = parser.parse_args(argv)
+    paper = args.paper_proportions
+    if args.steps is None:
+        args.steps = 3 if paper else 5
+    if args.steps < 2:
+        parser.error("--steps must be >= 2 (the first step of every run is dropped)")
+    if args.score_top_m < 0:
+        parser.error("--score-top-m must be >= 0")
+    if args.score_top_m and not paper:
+        parser.error("--score-top-m needs --paper-proportions")
+    if paper and args.phase1_steps:
+        parser.error("--paper-proportions measures Phase II from step 1 (--phase1-steps 0)")
+    work = Path(args.work or tempfile.mkdtemp(prefix="arise_overhead_"))
+    work.mkdir(parents=True, exist_ok=True)
+    tiny = tiny_assets()
+    if paper:
+        paper_mode(args, work, tiny)
+    else:
+        default_mode(args, work, tiny)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """``arise_agent``: verl's single-turn agent loop plus the ARISE manager's Download channel.
 
 Per query group (once, shared by the group's trajectories through a per-worker future): read the
-cache from the skill pool and score every cache skill with the policy on the rollout engine.
+cache from the skill pool and score every cache skill with the policy on the rollout engine
+(``arise.selection.score_top_m`` = M > 0: only the M skills of highest library utility).
 Per trajectory: the control arm (``arise.selection.control_share`` of each Phase II training
 group goes unaided), then the epsilon draw and the confidence gate (Eq. 3), then ``SKILL:{json}``
 is prepended to the user turn, unless the injected prompt would not fit ``rollout.prompt_length``.
@@ -43,7 +44,7 @@ from recipe.arise.scoring import (
     skill_score,
     skill_token_logprobs,
 )
-from recipe.arise.selection import finite_scores, is_control_session, select_skill_detailed
+from recipe.arise.selection import finite_scores, is_control_session, select_skill_detailed, top_m_candidates
 from recipe.arise.skill import SkillDoc
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 _CONFIGS: dict[int, ARISEConfig] = {}
 _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
+_WARNED: set[str] = set()
 
 
 def arise_config(trainer_config) -> ARISEConfig:
@@ -175,10 +177,21 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             info.update(arise_selected=True, arise_gate_passed=True)
             return cache[index][0], _doc(cache[index][1])
 
+        # score_top_m: only the M cache skills of highest utility are scored and are candidates
+        utilities = snapshot.get("utilities")
+        if sel.score_top_m and utilities is None and "utilities" not in _WARNED:
+            _WARNED.add("utilities")
+            logger.warning(
+                "arise.selection.score_top_m is set but the skill pool publishes no utilities: "
+                "the first M cache skills are scored"
+            )
+        candidates = top_m_candidates(len(cache), sel.score_top_m, utilities)
+        # every session of a query (rollout.n in training, val_kwargs.n at evaluation) carries the
+        # same uid, so the group's scoring runs once and its sessions await one future
         key = (uid, snapshot["version"], validate)
         future = _GROUPS.get(key)
         if future is None:
-            future = asyncio.ensure_future(self._score_group(cfg, cache, messages))
+            future = asyncio.ensure_future(self._score_group(cfg, [cache[i] for i in candidates], messages))
             _GROUPS[key] = future
             while len(_GROUPS) > _MAX_GROUPS:
                 _GROUPS.popitem(last=False)
@@ -213,7 +226,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         if choice.index is None:
             return None
         info["arise_selected"] = True
-        skill_id, text = cache[choice.index]
+        skill_id, text = cache[candidates[choice.index]]
         if sel.train_manager:
             return skill_id, _doc(text), scored[choice.index]
         return skill_id, _doc(text)

@@ -35,6 +35,9 @@ class SelectionConfig:
     # of the response (mask 1) so GRPO reaches log pi(skill | query). False: the paper's setup, the
     # skill in the user turn and out of the loss (docs/design.md: Training the Manager)
     train_manager: bool = False
+    # scoring cost: 0 = score every cache skill (the paper); M > 0 = only the M cache skills of
+    # highest library utility are scored and are the query's candidates (docs/performance.md)
+    score_top_m: int = 0
 
     def __post_init__(self):
         if self.temperature <= 0:
@@ -51,6 +54,11 @@ class SelectionConfig:
             raise ValueError("arise.selection.max_skill_tokens must be >= 1")
         if self.scoring_timeout_s <= 0:
             raise ValueError("arise.selection.scoring_timeout_s must be > 0")
+        if isinstance(self.score_top_m, bool) or not isinstance(self.score_top_m, int) or self.score_top_m < 0:
+            raise ValueError(
+                f"arise.selection.score_top_m must be an integer >= 0 (0 = score every cache skill), "
+                f"got {self.score_top_m!r}"
+            )
         if self.train_manager and self.random:
             raise ValueError(
                 "arise.selection.train_manager trains the policy's scoring of the skills; "

@@ -16,12 +16,19 @@ POOL_NAME = "arise_skill_pool"
 
 class SkillPool:
     def __init__(self):
-        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "mode": "train"}
+        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train"}
         self._observations: list[dict[str, Any]] = []
 
-    def publish(self, version: int, cache: list[tuple[str, str]]) -> int:
-        """cache: (skill_id, skill JSON text) pairs of the active pool, in cache order."""
-        self._snapshot = {**self._snapshot, "version": int(version), "cache": list(cache)}
+    def publish(self, version: int, cache: list[tuple[str, str]], utilities: list[float] | None = None) -> int:
+        """cache: (skill_id, skill JSON text) pairs of the active pool, in cache order; utilities:
+        each cache skill's library utility u_k, in the same order (``arise.selection.score_top_m``
+        ranks by it; None: not published, top-M then takes the first M in cache order)."""
+        cache = list(cache)
+        if utilities is not None:
+            utilities = [float(u) for u in utilities]
+            if len(utilities) != len(cache):
+                raise ValueError(f"publish: {len(utilities)} utilities for {len(cache)} cache skills")
+        self._snapshot = {**self._snapshot, "version": int(version), "cache": cache, "utilities": utilities}
         return self._snapshot["version"]
 
     def set_mode(self, mode: str) -> None:

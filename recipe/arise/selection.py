@@ -25,6 +25,7 @@ __all__ = [
     "control_arm_size",
     "is_control_session",
     "finite_scores",
+    "top_m_candidates",
 ]
 
 
@@ -155,3 +156,21 @@ def finite_scores(scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, int
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     bad = ~np.isfinite(s) & ~np.isneginf(s)
     return np.where(bad, -np.inf, s), int(bad.sum())
+
+
+def top_m_candidates(n: int, m: int, utilities: Sequence[float] | None = None) -> list[int]:
+    """Indices (into a cache of ``n`` skills) of the candidates scored for a query.
+
+    ``m <= 0`` or ``m >= n``: every skill, in cache order (the paper). Otherwise the ``m`` skills of
+    highest utility, ties broken by cache order (NaN ranks last), returned in
+    cache order. Without ``utilities`` (or with a list that does not match the cache) the first ``m``
+    skills of the cache."""
+    n, m = int(n), int(m)
+    if m <= 0 or m >= n:
+        return list(range(max(n, 0)))
+    if utilities is None or len(utilities) != n:
+        return list(range(m))
+    u = np.asarray(utilities, dtype=np.float64).reshape(-1)
+    u = np.where(np.isnan(u), -np.inf, u)
+    order = sorted(range(n), key=lambda i: (-u[i], i))
+    return sorted(order[:m])

@@ -202,7 +202,8 @@ class ARISETrainer(PPOTrainerSync):
     def _publish(self):
         self._arise_version += 1
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
-        ray.get(self.skill_pool.publish.remote(self._arise_version, cache))
+        utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
+        ray.get(self.skill_pool.publish.remote(self._arise_version, cache, utilities))
 
     @property
     def arise_log_dir(self) -> str:

@@ -68,14 +68,14 @@ def make_loop(server, n=4):
     return loop
 
 
-def run_group(loop, cfg, uid, n=4):
-    snapshot = {"version": 1, "cache": CACHE, "mode": "train"}
+def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
+    snapshot = snapshot or {"version": 1, "cache": CACHE, "mode": "val" if validate else "train"}
 
     async def all_sessions():
-        infos = [default_info(2, False) for _ in range(n)]
+        infos = [default_info(2, validate) for _ in range(n)]
         kwargs = [{"uid": uid, "session_id": s, "global_steps": 9} for s in range(n)]
         chosen = await asyncio.gather(
-            *[loop._select(cfg, snapshot, MESSAGES, kwargs[s], False, infos[s]) for s in range(n)]
+            *[loop._select(cfg, snapshot, MESSAGES, kwargs[s], validate, infos[s]) for s in range(n)]
         )
         return chosen, infos
 
@@ -169,6 +169,82 @@ def test_injected_prompt_must_fit_the_prompt_length():
     assert loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 100}]))
     assert not loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 101}]))
     loop.loop.close()
+
+
+class Recording(FakeServer):
+    """Records which skills were scored; every skill scores -1 per token except ``favourite``."""
+
+    def __init__(self, favourite=None):
+        super().__init__()
+        self.favourite, self.scored = favourite, []
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        out = await super().generate(request_id, prompt_ids, sampling_params)
+        text = bytes(prompt_ids).decode()
+        self.scored += [skill_id for skill_id, doc in CACHE if text.endswith(doc)]
+        if self.favourite is not None and text.endswith(self.favourite):
+            out.extra_fields["prompt_logprobs"] = [[-0.1] for _ in out.extra_fields["prompt_logprobs"]]
+        return out
+
+
+def test_score_top_m_scores_only_the_m_skills_of_highest_utility():
+    utilities = [0.1, 0.9, -0.5, 0.4, 0.0]  # top 2: s000002 (0.9), s000004 (0.4)
+    snapshot = {"version": 1, "cache": CACHE, "utilities": utilities, "mode": "train"}
+    cfg = ARISEConfig.from_dict({"selection": {"score_top_m": 2, "epsilon": 0.0, "max_skill_tokens": 1000}})
+    server = Recording(favourite=CACHE[3][1])
+    chosen, infos = run_group(make_loop(server), cfg, uid="top-m", snapshot=snapshot)
+    assert sorted(server.scored) == ["s000002", "s000004"] and server.calls == 2  # once per group
+    assert all(len(i["arise_scores"]) == 2 for i in infos[1:])
+    assert all(c[0] == "s000004" for c in chosen[1:])  # the candidate index maps back to the cache
+
+    # a skill outside the top M is never a candidate, however well it would score
+    server = Recording(favourite=CACHE[0][1])
+    chosen, infos = run_group(make_loop(server), cfg, uid="top-m-excluded", snapshot=snapshot)
+    assert "s000001" not in server.scored and all(c is None or c[0] != "s000001" for c in chosen)
+
+
+def test_score_top_m_zero_or_at_least_the_cache_scores_every_skill():
+    snapshot = {"version": 1, "cache": CACHE, "utilities": [0.0] * len(CACHE), "mode": "train"}
+    for m in (0, len(CACHE), len(CACHE) + 3):
+        server = Recording()
+        cfg = ARISEConfig.from_dict({"selection": {"score_top_m": m, "max_skill_tokens": 1000}})
+        run_group(make_loop(server), cfg, uid=f"all-{m}", snapshot=snapshot)
+        assert sorted(server.scored) == [skill_id for skill_id, _ in CACHE]
+
+
+def test_score_top_m_without_published_utilities_takes_the_cache_order():
+    server = Recording()
+    cfg = ARISEConfig.from_dict({"selection": {"score_top_m": 3, "max_skill_tokens": 1000}})
+    run_group(make_loop(server), cfg, uid="no-utilities")  # snapshot without "utilities"
+    assert sorted(server.scored) == [skill_id for skill_id, _ in CACHE[:3]]
+
+
+def test_pool_publishes_the_cache_utilities_beside_the_cache():
+    from recipe.arise.pool import SkillPool
+
+    pool = SkillPool()
+    assert pool.snapshot()["utilities"] is None
+    pool.publish(2, CACHE, [0.5, 0, 1, 2, 3])
+    assert pool.snapshot()["utilities"] == [0.5, 0.0, 1.0, 2.0, 3.0] and pool.snapshot()["version"] == 2
+    pool.publish(3, CACHE)  # a publisher without utilities: none (top-M falls back to cache order)
+    assert pool.snapshot()["utilities"] is None
+    with pytest.raises(ValueError, match="utilities"):
+        pool.publish(4, CACHE, [1.0])
+
+
+def test_evaluation_samples_of_one_query_share_one_scoring():
+    # verl's v1 _validate gives each validation prompt one uid and runs its val_kwargs.n sessions
+    # with that uid: the k samples of a query await one scoring
+    server = FakeServer()
+    k = 6
+    loop = make_loop(server)
+    loop.rollout_config.val_kwargs.n = k
+    chosen, infos = run_group(loop, ARISEConfig(), uid="val-query", n=k, validate=True)
+    assert server.calls == len(CACHE)
+    assert sum(i["arise_scorer"] for i in infos) == 1 and not any(i["arise_control"] for i in infos)
+    # another query (another uid) is scored on its own
+    run_group(loop, ARISEConfig(), uid="val-query-2", n=k, validate=True)
+    assert server.calls == 2 * len(CACHE)
 
 
 # ------------------------------------------------------------------ trainer pieces

@@ -50,6 +50,11 @@ def test_unknown_and_bad_keys_fail_clearly():
         ARISEConfig.from_dict({"selection": {"granularity": "batch"}})
     with pytest.raises(ValueError, match="on_overlong"):
         ARISEConfig.from_dict({"summary": {"on_overlong": "truncate"}})
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="score_top_m"):
+            ARISEConfig.from_dict({"selection": {"score_top_m": bad}})
+    assert ARISEConfig().selection.score_top_m == 0  # the paper: every cache skill is scored
+    assert ARISEConfig.from_dict({"selection": {"score_top_m": 3}}).selection.score_top_m == 3
 
 
 def test_missing_section_means_disabled():

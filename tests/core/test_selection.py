@@ -8,6 +8,7 @@ from recipe.arise.selection import (
     select_skill,
     select_skill_detailed,
     selection_probs,
+    top_m_candidates,
     truncate_skill_for_scoring,
 )
 
@@ -133,3 +134,26 @@ def test_truncate_skill_for_scoring():
     assert truncate_skill_for_scoring("x" * 500, tok, max_tokens=5) == [120] * 5
     with pytest.raises(ValueError):
         truncate_skill_for_scoring("x", tok, max_tokens=0)
+
+
+def test_top_m_candidates():
+    u = [0.2, 0.9, float("nan"), 0.9, -1.0]
+    assert top_m_candidates(5, 0, u) == [0, 1, 2, 3, 4]  # 0: every skill (the paper)
+    assert top_m_candidates(5, 5, u) == top_m_candidates(5, 9, u) == [0, 1, 2, 3, 4]
+    assert top_m_candidates(5, 2, u) == [1, 3]  # highest utilities, in cache order
+    assert top_m_candidates(5, 1, u) == [1]  # a tie goes to the earlier cache entry
+    assert top_m_candidates(5, 3, u) == [0, 1, 3]  # NaN ranks last
+    assert top_m_candidates(5, 4, u) == [0, 1, 3, 4]
+    assert top_m_candidates(5, 2, None) == [0, 1]  # no utilities: cache order
+    assert top_m_candidates(5, 2, [1.0, 2.0]) == [0, 1]  # a list that does not match the cache
+    assert top_m_candidates(0, 3, []) == []
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=12), st.integers(1, 14))
+@settings(max_examples=200, deadline=None)
+def test_top_m_candidates_properties(u, m):
+    picked = top_m_candidates(len(u), m, u)
+    assert picked == sorted(set(picked)) and len(picked) == min(m, len(u))
+    rank = [float("-inf") if x != x else x for x in u]
+    rest = [rank[i] for i in range(len(u)) if i not in picked]
+    assert not rest or min(rank[i] for i in picked) >= max(rest)
