@@ -83,12 +83,13 @@ def solution(a: int, b: int, total: int | None = None) -> str:
     return f"{a} plus {b} is {total}. The answer is \\boxed{{{total}}}."
 
 
-# Warm-start answers are right with these probabilities (wrong ones are off by 1 or 2), so the
-# sampled policy starts near them: unaided groups have reward variance, and a relevant injected
-# skill (the one distilled from the question's phrasing) really helps — a causal uplift for the
-# control arm to measure, and R=2 beside R=1 in one group.
-P_CORRECT_UNAIDED = 0.45
-P_CORRECT_RELEVANT_SKILL = 0.8
+# Warm-start answers are right with these probabilities (wrong ones are off by 1 or 2): unaided
+# groups have reward variance, and a relevant injected skill (the one distilled from the
+# question's phrasing) helps — a causal uplift for the control arm to measure, and R=2 beside R=1
+# in one group. The 2-layer model learns them only in part: after the default 500 steps it samples
+# ~33% right answers unaided and ~33% with a seed or a distilled skill in the prompt (docs/design.md).
+P_CORRECT_UNAIDED = 0.75
+P_CORRECT_RELEVANT_SKILL = 0.95
 NOISY_COPIES = 8  # answers drawn per (problem, prompt) to realise those rates in the warm-start data
 
 
@@ -245,7 +246,7 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
 
 def build_tiny_assets(
     out_dir: str | os.PathLike,
-    sft_steps: int = 250,
+    sft_steps: int = 500,
     seed: int = 0,
     skill_steps: int | None = None,
     summary_steps: int | None = None,
@@ -309,6 +310,13 @@ def build_tiny_assets(
         for k, doc in enumerate(seeds + tiny_docs):
             relevant = k == len(seeds) + s  # the tiny skill of this phrasing
             p = P_CORRECT_RELEVANT_SKILL if relevant else P_CORRECT_UNAIDED
+            prompt = inject_skill([{"role": "user", "content": question(a, b, s)}], doc)[0]["content"]
+            with_skill += [(prompt, answer) for answer in noisy_solutions(a, b, p, rng)[:2]]
+        # the skills O_{G+1} writes (taught below) fill the cache in Phase II: the model also
+        # reads them, one of its phrasing (relevant) and one of another, with other numbers
+        pairs = all_pairs(max(x + y for x, y, _ in problems))
+        for style, p in ((s, P_CORRECT_RELEVANT_SKILL), ((s + 1) % len(STYLES), P_CORRECT_UNAIDED)):
+            doc = SkillDoc.from_dict(distilled_skill(*rng.choice(pairs), style))
             prompt = inject_skill([{"role": "user", "content": question(a, b, s)}], doc)[0]["content"]
             with_skill += [(prompt, answer) for answer in noisy_solutions(a, b, p, rng)[:2]]
     summaries = [
@@ -398,7 +406,7 @@ def main(argv=None):
     parser.add_argument(
         "--cached", action="store_true", help="print the default assets' folder in the cache, building it if needed"
     )
-    parser.add_argument("--sft-steps", type=int, default=250)
+    parser.add_argument("--sft-steps", type=int, default=500)
     parser.add_argument("--skill-steps", type=int, default=None)
     parser.add_argument("--summary-steps", type=int, default=None)
     parser.add_argument("--hidden", type=int, default=128)
