@@ -30,8 +30,10 @@ accounting per query the paper's overhead table reports.
 * dynamic sampling off in both arms (``algorithm.filter_groups.enable=False``): every step
   generates exactly batch x G trajectories, whatever the rewards;
 * the median over ``--reps`` runs per arm of each run's mean per step (steps 2..``--steps``),
-  alternating the arms; ``--score-top-m M`` adds a third arm, ARISE scoring only the top-M
-  cache skills (``arise.selection.score_top_m``), measured side by side.
+  alternating the arms; ``--score-top-m M`` adds an arm scoring only the top-M cache skills
+  (``arise.selection.score_top_m``), ``--full-prefill-arm`` one where every scoring request
+  prefills query + skill (``arise.selection.scoring_prefix_cache=false``, the paper's cost; the
+  default reads the query from vLLM's prefix cache), measured side by side.
 
 Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; ``--score-top-m`` adds ~10.
 
@@ -161,7 +163,8 @@ def default_mode(args, work: Path, tiny: Path) -> None:
         f"{'injected skill (prompt overhead)':38s} {0.0:9.1f} "
         f"{mean([m.get('arise/prompt_overhead_tokens', 0.0) for m in arise_steps]):9.1f}"
     )
-    print(f"{'scoring tokens per query':38s} {0.0:9.1f} {per_query('arise/scoring_tokens'):9.1f}")
+    print(f"{'scoring tokens per query (prefilled)':38s} {0.0:9.1f} {per_query('arise/scoring_tokens'):9.1f}")
+    print(f"{'scoring tokens per query (cache read)':38s} {0.0:9.1f} {per_query('arise/scoring_cached_tokens'):9.1f}")
     print(f"{'summary prompt tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_prompt_tokens'):9.1f}")
     print(f"{'summary response tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_response_tokens'):9.1f}")
     print(f"runs and logs: {work}")
@@ -277,6 +280,8 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
     env, overrides, facts = paper_setup(args, work, tiny)
     overrides += args.overrides
     arms = [("GRPO", False, []), ("ARISE", True, [])]
+    if args.full_prefill_arm:  # the paper's scoring cost: every request prefills query + skill
+        arms.append(("ARISE full prefills", True, ["arise.selection.scoring_prefix_cache=false"]))
     if args.score_top_m:
         arms.append((f"ARISE top-{args.score_top_m}", True, [f"arise.selection.score_top_m={args.score_top_m}"]))
     print(
@@ -342,6 +347,8 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
         use_rate = statistics.median([mean([m.get("arise/skill_use_rate", 0.0) for m in r]) for r in s])
         injected = statistics.median([mean([m.get("arise/prompt_overhead_tokens", 0.0) for m in r]) for r in s])
         scoring = arise_per(s, "arise/scoring_tokens", per="arise/queries")
+        scoring_cached = arise_per(s, "arise/scoring_cached_tokens", per="arise/queries")
+        rescored = arise_per(s, "arise/scoring_rescored", per="arise/queries")
         sum_prompt = arise_per(s, "arise/summary_prompt_tokens", per="arise/queries")
         sum_response = arise_per(s, "arise/summary_response_tokens", per="arise/queries")
         summaries = statistics.median([mean([m.get("arise/summary_attempts", 0.0) for m in r]) for r in s])
@@ -354,7 +361,10 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
             f"  skill use rate {use_rate:.2f}; injected tokens per trajectory {injected:.1f} "
             f"({injected / use_rate if use_rate else 0.0:.1f} per injected trajectory)"
         )
-        print(f"  scoring (prefill only)               {scoring:9.1f} tokens")
+        print(
+            f"  scoring (prefill only)               {scoring:9.1f} tokens prefilled, {scoring_cached:.1f} read from "
+            f"the prefix cache ({rescored:.2f} requests scored again)"
+        )
         print(
             f"  summary O_G+1 prompt / response      {sum_prompt:9.1f} / {sum_response:.1f} tokens "
             f"({summaries:.2f} summaries per step)"
@@ -366,9 +376,9 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
 
     print(f"\nruns and logs: {work}")
     g_step = median_of_runs(grpo, step)
-    if args.score_top_m:
-        t = median_of_runs(runs[names[2]], step)
-        print(f"{names[2]}/GRPO step-time ratio: {t / g_step:.3f}")
+    for name in names[2:]:
+        t = median_of_runs(runs[name], step)
+        print(f"{name}/GRPO step-time ratio: {t / g_step:.3f}")
     a_step = median_of_runs(runs["ARISE"], step)
     print(f"ARISE/GRPO step-time ratio: {a_step / g_step:.3f}")
 
@@ -386,6 +396,11 @@ def main(argv=None):
     parser.add_argument(
         "--score-top-m", type=int, default=0, help="--paper-proportions: add an ARISE arm with selection.score_top_m=M"
     )
+    parser.add_argument(
+        "--full-prefill-arm",
+        action="store_true",
+        help="--paper-proportions: add an ARISE arm with selection.scoring_prefix_cache=false (the paper's cost)",
+    )
     parser.add_argument("overrides", nargs="*", help="hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
     paper = args.paper_proportions
@@ -395,8 +410,8 @@ def main(argv=None):
         parser.error("--steps must be >= 2 (the first step of every run is dropped)")
     if args.score_top_m < 0:
         parser.error("--score-top-m must be >= 0")
-    if args.score_top_m and not paper:
-        parser.error("--score-top-m needs --paper-proportions")
+    if (args.score_top_m or args.full_prefill_arm) and not paper:
+        parser.error("--score-top-m and --full-prefill-arm need --paper-proportions")
     if paper and args.phase1_steps:
         parser.error("--paper-proportions measures Phase II from step 1 (--phase1-steps 0)")
     work = Path(args.work or tempfile.mkdtemp(prefix="arise_overhead_"))

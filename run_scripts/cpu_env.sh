@@ -28,7 +28,9 @@ fi
 : "${TRAIN_BATCH:=4}" "${MICRO_BATCH:=16}"
 
 # What a CPU run needs on top of the GPU settings: one "GPU" slot, fp32 FSDP on gloo, vLLM-CPU
-# without sleep mode, CUDA graphs or prefix caching, small engine limits, one worker each.
+# without sleep mode or CUDA graphs, small engine limits, one worker each. The prefix cache stays on,
+# as on GPU (the skill scoring reads it), with vLLM's GPU block size (vLLM-CPU defaults to 128
+# tokens, more than a tiny prompt; 32: vLLM-CPU wants a multiple of 32).
 CPU_OVERRIDES=(
   actor_rollout_ref.model.enable_gradient_checkpointing=False
   actor_rollout_ref.actor.use_torch_compile=False
@@ -39,7 +41,7 @@ CPU_OVERRIDES=(
   actor_rollout_ref.rollout.enforce_eager=True
   actor_rollout_ref.rollout.free_cache_engine=False
   ++actor_rollout_ref.rollout.enable_sleep_mode=False
-  actor_rollout_ref.rollout.enable_prefix_caching=False
+  ++actor_rollout_ref.rollout.engine_kwargs.vllm.block_size=32
   actor_rollout_ref.rollout.max_num_batched_tokens=2048
   actor_rollout_ref.rollout.max_num_seqs=64
   actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64

@@ -56,6 +56,15 @@ _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
 
 
+def _common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def arise_config(trainer_config) -> ARISEConfig:
     key = id(trainer_config)
     if key not in _CONFIGS:
@@ -109,7 +118,9 @@ def default_info(phase: int, validate: bool) -> dict[str, Any]:
         "arise_skill_in_response": False,
         "arise_scorer": False,  # this trajectory ran the group's scoring (its cost is counted here)
         "arise_scoring_s": 0.0,
-        "arise_scoring_tokens": 0,
+        "arise_scoring_tokens": 0,  # scoring prompt tokens prefilled (computed) for the group
+        "arise_scoring_cached_tokens": 0,  # ... read from vLLM's prefix cache instead
+        "arise_scoring_rescored": 0,  # scoring requests sent again without the prefix cache
     }
 
 
@@ -197,9 +208,14 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
                 _GROUPS.popitem(last=False)
             # the trajectory that started the group's scoring carries its cost (once per group)
             info["arise_scorer"] = True
-        scores, seconds, scoring_tokens, error, scored = await future
+        scores, seconds, counts, error, scored = await future
         if info["arise_scorer"]:
-            info.update(arise_scoring_s=seconds, arise_scoring_tokens=scoring_tokens)
+            info.update(
+                arise_scoring_s=seconds,
+                arise_scoring_tokens=counts["tokens"],
+                arise_scoring_cached_tokens=counts["cached"],
+                arise_scoring_rescored=counts["rescored"],
+            )
         if error is not None:
             info["arise_scoring_failed"] = True
             return None
@@ -231,11 +247,22 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             return skill_id, _doc(text), scored[choice.index]
         return skill_id, _doc(text)
 
-    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, int, str | None, list | None]:
-        """(scores, seconds, prompt tokens, error, per-skill :class:`ScoredSkill` with train_manager
-        else None). Never raises: an error goes back as text."""
+    def _scoring_reads_prefix_cache(self, cfg) -> bool:
+        """arise.selection.scoring_prefix_cache on a vLLM engine with its prefix cache enabled."""
+        rollout = self.rollout_config
+        return bool(
+            cfg.selection.scoring_prefix_cache
+            and getattr(rollout, "name", None) == "vllm"
+            and getattr(rollout, "enable_prefix_caching", False)
+        )
+
+    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, dict, str | None, list | None]:
+        """(scores, seconds, token counts, error, per-skill :class:`ScoredSkill` with train_manager
+        else None). Never raises: an error goes back as text. Token counts: ``tokens`` the scoring
+        prompts' tokens prefilled, ``cached`` those read from the prefix cache instead, ``rescored``
+        the requests sent again without the cache."""
         started = time.perf_counter()
-        tokens = 0
+        counts = {"tokens": 0, "cached": 0, "rescored": 0}
         train_manager = cfg.selection.train_manager
         try:
             prefix = scoring_prefix_ids(
@@ -244,17 +271,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             requests = scoring_requests(
                 self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens
             )
-            tokens = sum(len(ids) for ids in requests)
             params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
             outputs = await asyncio.wait_for(
-                asyncio.gather(
-                    *[
-                        self.server_manager.generate(
-                            request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params)
-                        )
-                        for ids in requests
-                    ]
-                ),
+                self._score_requests(requests, params, self._scoring_reads_prefix_cache(cfg), counts),
                 timeout=cfg.selection.scoring_timeout_s,
             )
             scores = [
@@ -269,8 +288,72 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
                 ]
         except Exception as e:  # the engine errored or timed out: the group goes unaided
             logger.warning(f"ARISE skill scoring failed, the group goes unaided: {e!r}")
-            return [], time.perf_counter() - started, tokens, repr(e)[:200], None
-        return scores, time.perf_counter() - started, tokens, None, scored
+            return [], time.perf_counter() - started, counts, repr(e)[:200], None
+        return scores, time.perf_counter() - started, counts, None, scored
+
+    async def _score_requests(self, requests, params, read_cache, counts) -> list:
+        """One output per scoring request, each with the prompt log-probs of all its tokens.
+
+        Without the prefix cache (vLLM's default for a ``prompt_logprobs`` request) they all go at
+        once, each prefilling query + skill. With it, the first goes alone, as usual (every row
+        computed), and puts its blocks in the cache; the others then read them
+        (``skip_reading_prefix_cache=False``) and prefill only from the first block they do not
+        share with it: the skill, minus the JSON head all skills begin with. vLLM fills prompt
+        log-probs only for the positions it computes (a cached row is uninitialised memory,
+        ``_get_prompt_logprobs_dict``), so the rows a request read from the cache are taken from
+        the first request (or another one already complete), where the two prompts agree up to
+        the row's token: row j (the log-prob of token j + 1) needs tokens 0..j + 1 equal. A request
+        whose hit reaches past every such agreement (the cache held its blocks from elsewhere, e.g.
+        the same question twice in a batch), or that reports no ``num_cached_tokens``, is sent
+        again without the cache. ``detokenize=False``: no
+        text is needed, and vLLM then does not decode the cached rows' token ids."""
+
+        def send(ids, sampling_params):
+            return self.server_manager.generate(
+                request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(sampling_params)
+            )
+
+        if not read_cache or len(requests) < 2:
+            counts["tokens"] += sum(len(ids) for ids in requests)
+            return list(await asyncio.gather(*[send(ids, params) for ids in requests]))
+        first = await send(requests[0], params)
+        counts["tokens"] += len(requests[0])
+        reading = {**params, "skip_reading_prefix_cache": False, "detokenize": False}
+        outputs = [first, *await asyncio.gather(*[send(ids, reading) for ids in requests[1:]])]
+        # a row read from the cache comes from a request whose rows are all known (the first, or one
+        # completed here) and whose tokens agree up to that row's token
+        complete, pending, attempt = [0], [], {}
+        for i in range(1, len(requests)):
+            hit, rows = outputs[i].extra_fields.get("num_cached_tokens"), outputs[i].extra_fields.get("prompt_logprobs")
+            valid = isinstance(hit, int) and 0 <= hit < len(requests[i])
+            attempt[i] = len(requests[i]) - hit if valid else len(requests[i])  # what it prefilled
+            if valid and rows is not None:
+                pending.append((i, hit))
+        progress = True
+        while pending and progress:
+            progress, waiting = False, []
+            for i, hit in pending:
+                source = max(complete, key=lambda c: _common_prefix_len(requests[i], requests[c]))
+                if hit > _common_prefix_len(requests[i], requests[source]) - 1:
+                    waiting.append((i, hit))
+                    continue
+                rows = outputs[i].extra_fields["prompt_logprobs"]
+                outputs[i].extra_fields["prompt_logprobs"] = list(
+                    outputs[source].extra_fields["prompt_logprobs"][:hit]
+                ) + list(rows[hit:])
+                counts["tokens"] += len(requests[i]) - hit
+                counts["cached"] += hit
+                complete.append(i)
+                progress = True
+            pending = waiting
+        again = sorted(set(range(1, len(requests))) - set(complete))
+        if again:
+            redone = await asyncio.gather(*[send(requests[i], params) for i in again])
+            for i, out in zip(again, redone, strict=True):
+                outputs[i] = out
+                counts["tokens"] += attempt[i] + len(requests[i])
+            counts["rescored"] += len(again)
+        return outputs
 
     # ------------------------------------------------------------------ train_manager
     async def _run_manager_trained(

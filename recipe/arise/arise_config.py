@@ -38,6 +38,12 @@ class SelectionConfig:
     # scoring cost: 0 = score every cache skill (the paper); M > 0 = only the M cache skills of
     # highest library utility are scored and are the query's candidates (docs/performance.md)
     score_top_m: int = 0
+    # scoring cost: the query's 10 requests read the query prefix from vLLM's prefix cache
+    # (skip_reading_prefix_cache=False; one request first, the rest after it). Same scores: a
+    # request whose cache hit reached into the skill tokens is scored again without the cache.
+    # Needs rollout.name=vllm and rollout.enable_prefix_caching; otherwise the paper's 10 full
+    # prefills (docs/performance.md)
+    scoring_prefix_cache: bool = True
 
     def __post_init__(self):
         if self.temperature <= 0:

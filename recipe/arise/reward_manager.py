@@ -68,6 +68,8 @@ class ARISERewardManager(RewardManagerBase):
                     "skill_tokens": int(fields.get("arise_skill_tokens", 0) or 0),
                     "scoring_s": float(fields.get("arise_scoring_s", 0.0) or 0.0),
                     "scoring_tokens": int(fields.get("arise_scoring_tokens", 0) or 0),
+                    "scoring_cached_tokens": int(fields.get("arise_scoring_cached_tokens", 0) or 0),
+                    "scoring_rescored": int(fields.get("arise_scoring_rescored", 0) or 0),
                     "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                     "response_tokens": int(valid_length),
                 }

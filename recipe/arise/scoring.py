@@ -10,10 +10,12 @@ delta 0.15 / 0.35 / 0.55) need a spread-out distribution. The authors' released 
 the length-normalised (mean per-token) log-probability, under which sigma=1 and delta=0.35 give
 exactly that. ``arise.selection.score_norm`` picks: ``mean`` (default) or ``sum``.
 
-Cost: vLLM does not read the prefix cache for a request that asks for ``prompt_logprobs``
-(``SamplingParams.__post_init__`` sets ``skip_reading_prefix_cache = prompt_logprobs is not None``,
-because cached tokens get no prompt log-probs), so each of the 10 requests of a query prefills the
-whole query + skill: ~10 x (query + skill) tokens per query, not 10 x skill.
+Cost: by default vLLM does not read the prefix cache for a request that asks for
+``prompt_logprobs`` (``SamplingParams.__post_init__`` sets ``skip_reading_prefix_cache =
+prompt_logprobs is not None``, because cached tokens get no prompt log-probs), so each of the 10
+requests of a query would prefill the whole query + skill. ``arise.selection.scoring_prefix_cache``
+(default on) sends the first as usual and lets the others read the query's blocks, taking the rows
+they read from the first (recipe/arise/agent_loop.py, ``_score_requests``; docs/gpu.md).
 
 With ``arise.selection.train_manager`` the skill is injected at the start of the assistant turn
 and trained there, so the scoring context is the assistant turn itself: chat(query) + ``SKILL:``

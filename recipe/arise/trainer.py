@@ -469,7 +469,9 @@ class ARISETrainer(PPOTrainerSync):
             "arise/queries": float(len({o["uid"] for o in observations})),
             "arise/prompt_tokens": float(sum(o.get("prompt_tokens", 0) for o in observations)),
             "arise/response_tokens": float(sum(o.get("response_tokens", 0) for o in observations)),
-            "arise/scoring_tokens": float(sum(o.get("scoring_tokens", 0) for o in observations)),
+            "arise/scoring_tokens": float(sum(o.get("scoring_tokens", 0) for o in observations)),  # prefilled
+            "arise/scoring_cached_tokens": float(sum(o.get("scoring_cached_tokens", 0) for o in observations)),
+            "arise/scoring_rescored": float(sum(o.get("scoring_rescored", 0) for o in observations)),
             "arise/summary_prompt_tokens": float(summary["prompt_tokens"]),
             "arise/summary_response_tokens": float(summary["response_tokens"]),
             "arise/summary_s": float(state["summary_s"]),

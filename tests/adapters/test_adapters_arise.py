@@ -65,6 +65,8 @@ def make_loop(server, n=4):
     )
     loop._select = ARISEAgentLoop._select.__get__(loop)
     loop._score_group = ARISEAgentLoop._score_group.__get__(loop)
+    loop._score_requests = ARISEAgentLoop._score_requests.__get__(loop)
+    loop._scoring_reads_prefix_cache = ARISEAgentLoop._scoring_reads_prefix_cache.__get__(loop)
     return loop
 
 
@@ -217,6 +219,112 @@ def test_score_top_m_without_published_utilities_takes_the_cache_order():
     cfg = ARISEConfig.from_dict({"selection": {"score_top_m": 3, "max_skill_tokens": 1000}})
     run_group(make_loop(server), cfg, uid="no-utilities")  # snapshot without "utilities"
     assert sorted(server.scored) == [skill_id for skill_id, _ in CACHE[:3]]
+
+
+class PrefixCachingServer(FakeServer):
+    """vLLM's prefix cache as the scoring requests meet it: blocks of ``block`` tokens, keyed by
+    their whole prefix, written by every request, read by a request unless it skips reading
+    (``skip_reading_prefix_cache``, vLLM's default for ``prompt_logprobs``); at least the last
+    prompt token is computed. Prompt log-probs are filled only for computed positions: a cached
+    row holds garbage (vLLM's uninitialised buffer), as in ``_get_prompt_logprobs_dict``."""
+
+    GARBAGE = 1.0e26
+
+    def __init__(self, block=7, report=True):
+        super().__init__(lp=lambda pos, tok: -0.01 * (tok % 7) - 0.001 * pos)
+        self.block, self.report, self.blocks, self.log = block, report, set(), []
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        out = await super().generate(request_id, prompt_ids, sampling_params)
+        reads = sampling_params.get("skip_reading_prefix_cache") is False
+        hit = 0
+        if reads:
+            while hit + self.block <= len(prompt_ids) - 1 and tuple(prompt_ids[: hit + self.block]) in self.blocks:
+                hit += self.block
+        await asyncio.sleep(0)  # requests sent together are scheduled together: none reads another's blocks
+        for end in range(self.block, len(prompt_ids) + 1, self.block):
+            self.blocks.add(tuple(prompt_ids[:end]))
+        rows = out.extra_fields["prompt_logprobs"]
+        for j in range(min(hit, len(rows))):  # row j: log-prob of token j + 1, computed at position j
+            rows[j] = [self.GARBAGE]
+        out.extra_fields["num_cached_tokens"] = hit if self.report else None
+        self.log.append((reads, hit, sampling_params.get("detokenize", True)))
+        return out
+
+
+def caching_loop(server, name="vllm", enabled=True):
+    loop = make_loop(server)
+    loop.rollout_config.name, loop.rollout_config.enable_prefix_caching = name, enabled
+    return loop
+
+
+def scores_of(infos):
+    return [i["arise_scores"] for i in infos if i["arise_scorer"]][0]
+
+
+NO_CACHE = ARISEConfig.from_dict({"selection": {"scoring_prefix_cache": False, "max_skill_tokens": 1000}})
+WITH_CACHE = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})
+
+
+def test_scoring_reads_the_query_prefix_from_the_prefix_cache_with_the_same_scores():
+    expected = scores_of(run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="plain")[1])
+    server = PrefixCachingServer()
+    chosen, infos = run_group(caching_loop(server), WITH_CACHE, uid="cached")
+    assert scores_of(infos) == expected  # not a single garbage row read
+    # one request first, as usual (it computes every row and writes its blocks), then the others read
+    # them: the query and the JSON head all skills share
+    assert server.log[0] == (False, 0, True)
+    assert all(reads and hit > 0 and detok is False for reads, hit, detok in server.log[1 : len(CACHE)])
+    scorer = [i for i in infos if i["arise_scorer"]][0]
+    assert scorer["arise_scoring_cached_tokens"] > len(MESSAGES[0]["content"]) * (len(CACHE) - 1)
+    assert scorer["arise_scoring_rescored"] == 0
+    plain_infos = run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="p3")[1]
+    plain_tokens = [i["arise_scoring_tokens"] for i in plain_infos if i["arise_scorer"]][0]
+    assert scorer["arise_scoring_tokens"] + scorer["arise_scoring_cached_tokens"] == plain_tokens
+    # the paper's path: every request prefills query + skill, nothing read from the cache
+    plain = PrefixCachingServer()
+    infos = run_group(caching_loop(plain), NO_CACHE, uid="plain-2")[1]
+    assert all(not reads for reads, _, _ in plain.log)
+    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_cached_tokens"] == 0
+
+
+def test_a_cache_hit_into_the_skill_tokens_is_scored_again_without_the_cache():
+    # the same query and skills already in the cache (a duplicate question in the batch): the hit
+    # covers skill positions whose prompt log-probs vLLM never computed
+    server = PrefixCachingServer()
+    first = scores_of(run_group(caching_loop(server), WITH_CACHE, uid="q-a")[1])
+    chosen, infos = run_group(caching_loop(server), WITH_CACHE, uid="q-b")
+    assert scores_of(infos) == first and all(abs(x) < 1e3 for x in first)
+    scorer = [i for i in infos if i["arise_scorer"]][0]
+    assert scorer["arise_scoring_rescored"] == len(CACHE) - 1
+    assert [reads for reads, _, _ in server.log[-(len(CACHE) - 1) :]] == [False] * (len(CACHE) - 1)
+
+
+def test_a_hit_ending_where_the_skills_part_is_scored_again():
+    # chat(query) + "\nSKILL:" + '{"skill_name":"' is 44 characters here: with blocks of 4 the cache
+    # hit ends exactly where the skills part, and the row of the first differing token (the log-prob
+    # of the skill's name) was never computed: nothing to copy it from, so each is scored again
+    prefix = len("U:" + MESSAGES[0]["content"] + "|A:" + "\nSKILL:" + '{"skill_name":"')
+    assert prefix == 44
+    expected = scores_of(run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="b-plain")[1])
+    infos = run_group(caching_loop(PrefixCachingServer(block=4)), WITH_CACHE, uid="b-aligned")[1]
+    assert scores_of(infos) == expected
+    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_rescored"] > 0
+
+
+def test_no_cached_token_count_means_no_trust_in_the_cached_rows():
+    expected = scores_of(run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="n-plain")[1])
+    server = PrefixCachingServer(report=False)
+    infos = run_group(caching_loop(server), WITH_CACHE, uid="n-none")[1]
+    assert scores_of(infos) == expected
+    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_rescored"] == len(CACHE) - 1
+
+
+@pytest.mark.parametrize("name,enabled", [("sglang", True), ("vllm", False)])
+def test_prefix_cache_scoring_only_on_vllm_with_its_prefix_cache(name, enabled):
+    server = PrefixCachingServer()
+    run_group(caching_loop(server, name, enabled), WITH_CACHE, uid=f"{name}-{enabled}")
+    assert server.log and all(not reads and detok is True for reads, _, detok in server.log)
 
 
 def test_pool_publishes_the_cache_utilities_beside_the_cache():

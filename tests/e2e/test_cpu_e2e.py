@@ -133,6 +133,8 @@ def test_skills_injected_with_reward_2(arise_run):
     assert max(m["arise/prompt_overhead_tokens"] for m in phase2) > 0.0
     assert max(m["arise/scoring_s"] for m in phase2) > 0.0  # scored on the rollout engine
     assert max(m["arise/scoring_tokens"] for m in phase2) > 0.0
+    # the default scoring reads each query's prefix from vLLM's prefix cache (CPU layer: on, as on GPU)
+    assert max(m["arise/scoring_cached_tokens"] for m in phase2) > 0.0
     log = read_log(arise_run / "checkpoints" / "arise")
     assert len(log[(log.event == "updated") & (log.step >= 3)]) > 0  # UPDATE saw the used skills
     final = SkillLibrary.load(arise_run / "checkpoints" / "global_step_6" / "arise" / "library.parquet")

