@@ -33,7 +33,9 @@ accounting per query the paper's overhead table reports.
   alternating the arms; ``--score-top-m M`` adds an arm scoring only the top-M cache skills
   (``arise.selection.score_top_m``), ``--full-prefill-arm`` one where every scoring request
   prefills query + skill (``arise.selection.scoring_prefix_cache=false``, the paper's cost; the
-  default reads the query from vLLM's prefix cache), measured side by side.
+  default reads the query from vLLM's prefix cache), ``--stream-arm`` one whose summary rollout
+  starts as soon as its group's rewards are in (``arise.summary.stream=true``), measured side by
+  side.
 
 Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; ``--score-top-m`` adds ~10.
 
@@ -282,6 +284,8 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
     arms = [("GRPO", False, []), ("ARISE", True, [])]
     if args.full_prefill_arm:  # the paper's scoring cost: every request prefills query + skill
         arms.append(("ARISE full prefills", True, ["arise.selection.scoring_prefix_cache=false"]))
+    if args.stream_arm:  # O_{G+1} overlapped with the other groups' rollouts
+        arms.append(("ARISE streamed", True, ["arise.summary.stream=true", "arise.summary.choose=first"]))
     if args.score_top_m:
         arms.append((f"ARISE top-{args.score_top_m}", True, [f"arise.selection.score_top_m={args.score_top_m}"]))
     print(
@@ -401,6 +405,11 @@ def main(argv=None):
         action="store_true",
         help="--paper-proportions: add an ARISE arm with selection.scoring_prefix_cache=false (the paper's cost)",
     )
+    parser.add_argument(
+        "--stream-arm",
+        action="store_true",
+        help="--paper-proportions: add an ARISE arm with summary.stream=true (O_G+1 during the wave)",
+    )
     parser.add_argument("overrides", nargs="*", help="hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
     paper = args.paper_proportions
@@ -410,8 +419,8 @@ def main(argv=None):
         parser.error("--steps must be >= 2 (the first step of every run is dropped)")
     if args.score_top_m < 0:
         parser.error("--score-top-m must be >= 0")
-    if (args.score_top_m or args.full_prefill_arm) and not paper:
-        parser.error("--score-top-m and --full-prefill-arm need --paper-proportions")
+    if (args.score_top_m or args.full_prefill_arm or args.stream_arm) and not paper:
+        parser.error("--score-top-m, --full-prefill-arm and --stream-arm need --paper-proportions")
     if paper and args.phase1_steps:
         parser.error("--paper-proportions measures Phase II from step 1 (--phase1-steps 0)")
     work = Path(args.work or tempfile.mkdtemp(prefix="arise_overhead_"))

@@ -108,17 +108,26 @@ class SummaryConfig:
     on_overlong: str = "shrink"  # a valid doc over 220 chars: "shrink" fields to fit | "discard" (App. D.1 literal)
     # summary rollouts per step: -1 = one per group with tau+ (Alg. 1); k > 0 = at most k (App. E's
     # "single sequence" per step is 1). Which groups: "hardest" = lowest success rate first (ties
-    # random), "random". docs/design.md: summary cadence.
+    # random), "random", "first" (batch order; with streaming: the first groups to complete with
+    # tau+). docs/design.md: summary cadence.
     max_per_step: int = 1
     choose: str = "hardest"
+    # True: a group's summary starts as soon as its G rewards are in, during the generation wave
+    # (recipe.arise.stream; needs choose: first). docs/performance.md.
+    stream: bool = False
 
     def __post_init__(self):
         if self.on_overlong not in ("shrink", "discard"):
             raise ValueError(f"arise.summary.on_overlong must be 'shrink' or 'discard', got {self.on_overlong!r}")
         if self.max_per_step == 0 or self.max_per_step < -1:
             raise ValueError(f"arise.summary.max_per_step must be -1 (all groups) or >= 1, got {self.max_per_step}")
-        if self.choose not in ("hardest", "random"):
-            raise ValueError(f"arise.summary.choose must be 'hardest' or 'random', got {self.choose!r}")
+        if self.choose not in ("hardest", "random", "first"):
+            raise ValueError(f"arise.summary.choose must be 'hardest', 'random' or 'first', got {self.choose!r}")
+        if self.stream and self.choose != "first":
+            raise ValueError(
+                f"arise.summary.stream=true needs arise.summary.choose=first, got {self.choose!r}: a streamed "
+                "group is claimed when its G rewards are in, before the other groups' rewards exist"
+            )
         if self.max_traces < 1:
             raise ValueError("arise.summary.max_traces must be >= 1")
 

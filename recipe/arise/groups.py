@@ -46,11 +46,12 @@ def choose_summary_groups(
 
     ``hardest``: lowest ``success_rate`` first, ties in random order — a success on a query the
     policy mostly fails carries the most that the library does not already hold. ``random``:
-    uniform without replacement.
+    uniform without replacement. ``first``: in the order given (what streaming does, where a group
+    is chosen as its rewards complete: ``recipe.arise.stream``).
     """
-    if choose not in ("hardest", "random"):
-        raise ValueError(f"choose must be 'hardest' or 'random', got {choose!r}")
-    order = list(rng.permutation(len(groups)))
+    if choose not in ("hardest", "random", "first"):
+        raise ValueError(f"choose must be 'hardest', 'random' or 'first', got {choose!r}")
+    order = list(range(len(groups))) if choose == "first" else list(rng.permutation(len(groups)))
     if choose == "hardest":
         order.sort(key=lambda i: groups[i]["success_rate"])  # stable: ties keep the random order
     if max_count >= 0:

@@ -4,12 +4,16 @@ The trainer owns the authoritative :class:`~recipe.arise.library.SkillLibrary` (
 checkpoints and maintained once per step on the driver). After each maintenance it publishes the
 cache here; agent-loop workers on any node read it with ``ray.get_actor(POOL_NAME)``. Reward
 workers post one observation per training trajectory, so UPDATE also sees the groups that
-dynamic sampling drops later.
+dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
+:class:`~recipe.arise.stream.SummaryStream` through which a group's summary rollout starts as
+soon as its G rewards are in.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from recipe.arise.stream import SummaryStream
 
 POOL_NAME = "arise_skill_pool"
 
@@ -18,6 +22,8 @@ class SkillPool:
     def __init__(self):
         self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train"}
         self._observations: list[dict[str, Any]] = []
+        self._stream = SummaryStream()
+        self._llm_client = None
 
     def publish(self, version: int, cache: list[tuple[str, str]], utilities: list[float] | None = None) -> int:
         """cache: (skill_id, skill JSON text) pairs of the active pool, in cache order; utilities:
@@ -39,8 +45,39 @@ class SkillPool:
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot
 
-    def record(self, observation: dict[str, Any]) -> None:
+    def record(self, observation: dict[str, Any], trace: dict[str, Any] | None = None):
+        """One training trajectory. ``trace`` (text, question, messages) feeds the summary stream:
+        the return value is the group claimed for a summary rollout when this trajectory completes
+        one (see :meth:`SummaryStream.add`), else None."""
         self._observations.append(observation)
+        if trace is None:
+            return None
+        return self._stream.add(
+            observation["uid"], observation["reward"], trace["text"], trace["question"], trace.get("messages")
+        )
+
+    # the summary stream (arise.summary.stream): the trainer opens and closes it around each sample
+    def stream_begin(self, key, budget: int, group_size: int) -> None:
+        self._stream.begin(key, budget, group_size)
+
+    def stream_active(self) -> bool:
+        return self._stream.active
+
+    def stream_deliver(self, result: dict[str, Any]) -> bool:
+        return self._stream.deliver(result)
+
+    def stream_collect(self) -> tuple[int, list[dict[str, Any]]]:
+        return self._stream.collect()
+
+    def stream_end(self) -> None:
+        self._stream.end()
+
+    def set_llm_client(self, client) -> None:
+        """The rollout servers' client, for summary rollouts started outside the trainer."""
+        self._llm_client = client
+
+    def llm_client(self):
+        return self._llm_client
 
     def drain(self) -> list[dict[str, Any]]:
         out, self._observations = self._observations, []

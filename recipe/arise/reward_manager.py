@@ -9,10 +9,16 @@ Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), 
 top probability the gate compared with delta; 0 when not scored) — at evaluation these tell a gate
 that rejects every query apart from a library that was never consulted. Every training trajectory
 is also posted to the skill pool, so the library's UPDATE sees it even when dynamic sampling later
-drops its group.
+drops its group. With ``arise.summary.stream`` the trajectory's trace goes with it, and the one
+that completes a claimed group starts the group's summary rollout O_{G+1} here, in the background,
+while other groups are still generating (``recipe.arise.stream``).
 """
 
 from __future__ import annotations
+
+import asyncio
+import logging
+import os
 
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
@@ -20,12 +26,18 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from recipe.arise.agent_loop import arise_config
 from recipe.arise.pool import get_pool
 from recipe.arise.reward import grade, hierarchical_reward
+from recipe.arise.summary import generate_summary, summary_prompt_ids
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 
 class ARISERewardManager(RewardManagerBase):
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
         super().__init__(config, tokenizer, compute_score)
         self.arise = arise_config(config)
+        self._summaries: set[asyncio.Task] = set()  # streamed summary rollouts still running
+        self._llm_client = None
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-output trajectories are scored on their last sequence
@@ -48,8 +60,11 @@ class ARISERewardManager(RewardManagerBase):
 
         pool = get_pool() if self.arise.enable else None
         if pool is not None and not fields.get("arise_validate", False):
+            trace = None
+            if self.arise.summary.enable and self.arise.summary.stream:
+                trace = self._trace(item, ids, response, fields)
             # Awaited so the observation is in the pool before the trajectory reaches the trainer.
-            await pool.record.remote(
+            group = await pool.record.remote(
                 {
                     "step": int(item.non_tensor_batch.get("global_steps", 0) or 0),
                     "uid": str(item.non_tensor_batch.get("uid", "")),
@@ -72,8 +87,13 @@ class ARISERewardManager(RewardManagerBase):
                     "scoring_rescored": int(fields.get("arise_scoring_rescored", 0) or 0),
                     "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                     "response_tokens": int(valid_length),
-                }
+                },
+                trace,
             )
+            if group is not None:  # this trajectory completed a group claimed for a summary
+                task = asyncio.get_running_loop().create_task(self._stream_summary(pool, group))
+                self._summaries.add(task)
+                task.add_done_callback(self._summaries.discard)
         return {
             "reward_score": float(score),
             "reward_extra_info": {
@@ -84,3 +104,37 @@ class ARISERewardManager(RewardManagerBase):
                 "max_p": float(fields.get("arise_max_prob") or 0.0),
             },
         }
+
+    def _trace(self, item, ids, response: str, fields: dict) -> dict:
+        """What the summary prompt needs of this trajectory: its trace (without a skill line the
+        Manager wrote at the start of the response), the question, the chat messages."""
+        text = response
+        if fields.get("arise_skill_in_response", False):
+            lead = int(fields.get("arise_skill_tokens", 0) or 0)
+            text = self.tokenizer.decode(ids[lead:], skip_special_tokens=True)
+        messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
+        info = item.non_tensor_batch.get("extra_info", None)
+        question = info.get("question") if isinstance(info, dict) else None
+        if not question:
+            users = [m for m in messages if m.get("role") == "user"]
+            question = str(users[-1].get("content", "")) if users else ""
+        return {"text": text, "question": question, "messages": messages}
+
+    async def _stream_summary(self, pool, group: dict) -> None:
+        """Generate a claimed group's summary on the rollout servers and deliver it to the pool;
+        a failure is delivered too, so the trainer never waits for it past the wave."""
+        cfg = self.arise.summary
+        result = {"group": group, "token_ids": None, "error": None, "prompt_tokens": 0}
+        try:
+            if self._llm_client is None:
+                self._llm_client = await pool.llm_client.remote()
+            if self._llm_client is None:
+                raise RuntimeError("the skill pool holds no rollout client (the ARISE trainer publishes it)")
+            kwargs = self.config.data.get("apply_chat_template_kwargs", None)
+            prompt_ids = summary_prompt_ids(self.tokenizer, group, cfg, kwargs)
+            result["prompt_tokens"] = len(prompt_ids)
+            result["token_ids"] = await generate_summary(self._llm_client, prompt_ids, cfg)
+        except Exception as exc:  # delivered as a failed summary, as the trainer counts them
+            logger.warning(f"ARISE streamed summary rollout failed: {exc!r}")
+            result["error"] = repr(exc)
+        await pool.stream_deliver.remote(result)

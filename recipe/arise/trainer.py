@@ -8,7 +8,9 @@ ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/d
 - ``on_validate_begin`` / ``on_validate_end``: switch the pool to evaluation mode (epsilon=0).
 - ``on_sample_end`` (after a sampled batch's rollouts and rewards, *before* the replicas sleep):
   Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
-  step, groups chosen by ``arise.summary.choose``) on the same rollout servers; every
+  step, groups chosen by ``arise.summary.choose``) on the same rollout servers, or, with
+  ``arise.summary.stream``, the ones the reward workers started during the wave (opened in
+  ``on_sample_begin``, see ``recipe.arise.stream``); every
   ``arise.ig.every_n_steps`` the exact IG of the cache skills. After the step's last sampled
   batch (``parameter_sync_step`` batches make one global step) and once per global step:
   UPDATE -> ADD -> EVICT -> LOAD -> DELETE with the step's observations and within-group
@@ -44,11 +46,12 @@ from recipe.arise.groups import (
     mechanism_metrics,
     positive_advantage_sessions,
 )
-from recipe.arise.library import Provenance, SkillLibrary
+from recipe.arise.library import SkillLibrary
 from recipe.arise.library_log import record_resume, set_aside_steps_after, write_step_log
 from recipe.arise.pool import get_or_create_pool
-from recipe.arise.prompts import inject_skill, summary_messages
-from recipe.arise.skill import SkillDoc, fallback_skill, load_seed_skills, parse_skill
+from recipe.arise.prompts import inject_skill
+from recipe.arise.skill import load_seed_skills
+from recipe.arise.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -83,6 +86,8 @@ def _new_step_state() -> dict[str, Any]:
         "summary": {"attempts": 0, "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0, "response_tokens": 0},
         "groups_with_tau_plus": 0,
         "summary_s": 0.0,
+        "summary_wait_s": 0.0,  # streaming: the trainer's wait, after the wave, for streamed summaries
+        "summary_streamed": 0,
         "ig": {},
         "batches": 0,
     }
@@ -124,6 +129,7 @@ class ARISETrainer(PPOTrainerSync):
         self._arise_version = 0
         self._step_state = _new_step_state()
         self._maintained_step: int | None = None
+        self._client_published = False
 
     # ------------------------------------------------------------------ setup / checkpoints
     def _build_replay_buffer(self):
@@ -222,6 +228,28 @@ class ARISETrainer(PPOTrainerSync):
         if self.skill_pool is not None:
             ray.get(self.skill_pool.set_mode.remote("train"))
 
+    def _batch_budget(self) -> int:
+        """Summary rollouts this sampled batch may start: the step's budget spread over its batches."""
+        cfg = self.arise.summary
+        if cfg.max_per_step < 0:
+            return -1
+        left = cfg.max_per_step - self._step_state["summary"]["attempts"]
+        batches_left = max(1, self.parameter_sync_step - self.local_trigger_step)
+        return max(0, math.ceil(left / batches_left))
+
+    def on_sample_begin(self):
+        super().on_sample_begin()
+        cfg = self.arise.summary
+        if self.library is not None and cfg.enable and cfg.stream:
+            # the reward workers claim groups for summary rollouts as their G rewards come in, and
+            # generate them through the same client as the trainer's own summary rollouts
+            if not self._client_published:
+                ray.get(self.skill_pool.set_llm_client.remote(self.get_llm_client()))
+                self._client_published = True
+            key = (self.global_steps, self.local_trigger_step, uuid4().hex)
+            group_size = int(self.config.actor_rollout_ref.rollout.n)
+            ray.get(self.skill_pool.stream_begin.remote(key, self._batch_budget(), group_size))
+
     def on_sample_end(self):
         if self.library is not None:
             batch = self.replay_buffer.last_train_batch
@@ -244,25 +272,24 @@ class ARISETrainer(PPOTrainerSync):
         state = self._step_state
         state["batches"] += 1
         step = self.global_steps
-        if batch is None:
+        cfg = self.arise.summary
+        if batch is None and not (cfg.enable and cfg.stream):  # a streamed batch is closed even so
             return
         with marked_timer("arise_summary", self.timing_raw, color="purple"):
             started = time.perf_counter()
-            groups = self._tau_plus_groups(batch)
+            groups = self._tau_plus_groups(batch) if batch is not None else []
             state["groups_with_tau_plus"] += len(groups)
-            cfg = self.arise.summary
-            if cfg.enable and groups:
-                budget = -1
-                if cfg.max_per_step > 0:  # spread the step's budget over its sampled batches
-                    left = cfg.max_per_step - state["summary"]["attempts"]
-                    batches_left = max(1, self.parameter_sync_step - self.local_trigger_step)
-                    budget = max(0, math.ceil(left / batches_left))
+            if cfg.enable and cfg.stream:
+                new_skills, stats = self._streamed_summaries(step)
+            elif cfg.enable and groups:
                 rng = np.random.default_rng([self.arise.seed, step, state["batches"]])
-                chosen = choose_summary_groups(groups, budget, cfg.choose, rng)
+                chosen = choose_summary_groups(groups, self._batch_budget(), cfg.choose, rng)
                 new_skills, stats = self._summary_rollouts(chosen, step)
-                state["new_skills"] += new_skills
-                for key, value in stats.items():
-                    state["summary"][key] += value
+            else:
+                new_skills, stats = [], {}
+            state["new_skills"] += new_skills
+            for key, value in stats.items():
+                state["summary"][key] += value
             ig = self.arise.ig
             if ig.every_n_steps and step % ig.every_n_steps == 0 and groups and not state["ig"]:
                 state["ig"] = self._exact_ig(groups, step)
@@ -362,51 +389,46 @@ class ARISETrainer(PPOTrainerSync):
         return asyncio.run(run())
 
     def _chat_ids(self, messages) -> list[int]:
-        kwargs = dict(self.config.data.get("apply_chat_template_kwargs", None) or {})
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, **kwargs)
-        return list(ids["input_ids"] if not isinstance(ids, list) else ids)
+        return chat_ids(self.tokenizer, messages, self.config.data.get("apply_chat_template_kwargs", None))
 
     def _summary_rollouts(self, groups: list[dict[str, Any]], step: int):
-        stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0}
-        stats["response_tokens"] = 0
-        if not groups:
-            return [], stats
+        """The summary rollouts of ``groups`` after the wave, concurrently on the rollout servers."""
         cfg = self.arise.summary
-        prompts = []
-        for group in groups:
-            traces = [t["text"] for t in group["traces"]]
-            messages = summary_messages(
-                group["question"], traces, max_traces=cfg.max_traces, clip_chars=cfg.trace_clip_chars
-            )
-            prompts.append(self._chat_ids(messages))
-        params = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
-        outputs = self._generate_all(prompts, params, cfg.timeout_s)
-        stats["prompt_tokens"] = sum(len(ids) for ids in prompts)
-        new_skills: list[tuple[SkillDoc, Provenance]] = []
-        for group, output in zip(groups, outputs, strict=True):
-            if isinstance(output, BaseException):
-                logger.warning(f"ARISE summary rollout failed: {output!r}")
-                stats["failed"] += 1
-                text = ""
-            else:
-                text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-                stats["response_tokens"] += len(output.token_ids)
-            skill, origin = parse_skill(text, shrink=cfg.on_overlong == "shrink"), "json"
-            if skill is not None:
-                stats["parsed"] += 1
-            elif cfg.fallback:
-                skill, origin = fallback_skill(group["traces"][0]["text"]), "fallback"
-                stats["fallback"] += 1
-            if skill is not None:
-                used = group["traces"][: cfg.max_traces]
-                provenance = Provenance(
-                    origin=origin,
-                    step=step,
-                    uid=group["uid"],
-                    query=group["question"],
-                    rewards=tuple(t["reward"] for t in used),
-                )
-                new_skills.append((skill, provenance))
+        if not groups:
+            return summary_skills(self.tokenizer, [], [], 0, cfg, step, logger)
+        kwargs = self.config.data.get("apply_chat_template_kwargs", None)
+        prompts = [summary_prompt_ids(self.tokenizer, group, cfg, kwargs) for group in groups]
+        outputs = self._generate_all(prompts, summary_sampling_params(cfg), cfg.timeout_s)
+        return summary_skills(self.tokenizer, groups, outputs, sum(len(ids) for ids in prompts), cfg, step, logger)
+
+    def _streamed_summaries(self, step: int):
+        """The summaries the reward workers started during the wave (``arise.summary.stream``):
+        wait for those still running (at most ``timeout_s``), then close the batch's stream."""
+        cfg = self.arise.summary
+        deadline = time.perf_counter() + cfg.timeout_s
+        delivered: list[dict[str, Any]] = []
+        waited = time.perf_counter()
+        while True:
+            claimed, new = ray.get(self.skill_pool.stream_collect.remote())
+            delivered += new
+            if len(delivered) >= claimed or time.perf_counter() > deadline:
+                break
+            time.sleep(0.01)
+        ray.get(self.skill_pool.stream_end.remote())
+        self._step_state["summary_wait_s"] += time.perf_counter() - waited
+        self._step_state["summary_streamed"] += len(delivered)
+        groups = [r["group"] for r in delivered]
+        outputs = [
+            r["token_ids"] if r.get("token_ids") is not None else RuntimeError(r.get("error")) for r in delivered
+        ]
+        missing = claimed - len(delivered)  # still running at the deadline: failed, as without streaming
+        if missing > 0:
+            logger.warning(f"ARISE: {missing} streamed summary rollout(s) not back after {cfg.timeout_s}s")
+        new_skills, stats = summary_skills(
+            self.tokenizer, groups, outputs, sum(int(r.get("prompt_tokens", 0)) for r in delivered), cfg, step, logger
+        )
+        stats["attempts"] += max(0, missing)
+        stats["failed"] += max(0, missing)
         return new_skills, stats
 
     def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> dict[str, float]:
@@ -475,6 +497,8 @@ class ARISETrainer(PPOTrainerSync):
             "arise/summary_prompt_tokens": float(summary["prompt_tokens"]),
             "arise/summary_response_tokens": float(summary["response_tokens"]),
             "arise/summary_s": float(state["summary_s"]),
+            "arise/summary_wait_s": float(state["summary_wait_s"]),
+            "arise/summary_streamed": float(state["summary_streamed"]),
             "arise/groups_with_tau_plus": float(state["groups_with_tau_plus"]),
             "arise/summary_attempts": float(attempts),
             "arise/summary_parsed": float(summary["parsed"]),

@@ -436,3 +436,51 @@ def test_step_state_is_fresh():
     a, b = _new_step_state(), _new_step_state()
     a["new_skills"].append(1)
     assert b["new_skills"] == [] and json.dumps(b)
+
+
+class StreamedPool:
+    """The pool's stream as the trainer sees it: ``arrivals`` lists what each collect hands over."""
+
+    def __init__(self, claimed, arrivals):
+        self.claimed, self.arrivals, self.ended, self.collects = claimed, list(arrivals), False, 0
+
+        def collect():
+            self.collects += 1
+            return self.claimed, (self.arrivals.pop(0) if self.arrivals else [])
+
+        def end():
+            self.ended = True
+
+        self.stream_collect = SimpleNamespace(remote=collect)
+        self.stream_end = SimpleNamespace(remote=end)
+
+
+def streamed_trainer(monkeypatch, pool, timeout_s=600.0):
+    import recipe.arise.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "ray", SimpleNamespace(get=lambda ref: ref))
+    cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first", "timeout_s": timeout_s}})
+    trainer = make_trainer(cfg)
+    trainer.skill_pool, trainer._step_state = pool, _new_step_state()
+    return trainer
+
+
+def test_the_trainer_waits_for_streamed_summaries_still_running(monkeypatch):
+    doc = SEEDS[0].to_json()
+    done = {"group": group("g1", ["t1"]), "token_ids": [ord(c) for c in doc], "error": None, "prompt_tokens": 7}
+    failed = {"group": group("g2", ["t2"]), "token_ids": None, "error": "RuntimeError('x')", "prompt_tokens": 5}
+    pool = StreamedPool(2, [[done], [], [failed]])  # the second summary comes back two polls later
+    trainer = streamed_trainer(monkeypatch, pool)
+    new, stats = ARISETrainer._streamed_summaries(trainer, step=4)
+    assert pool.collects == 3 and pool.ended
+    assert stats["attempts"] == 2 and stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 1
+    assert stats["prompt_tokens"] == 12 and stats["response_tokens"] == len(doc)
+    assert [prov.uid for _, prov in new] == ["g1", "g2"] and new[0][1].origin == "json" and new[0][1].step == 4
+    assert trainer._step_state["summary_streamed"] == 2
+
+
+def test_a_streamed_summary_not_back_by_the_deadline_counts_as_failed(monkeypatch):
+    pool = StreamedPool(1, [])
+    trainer = streamed_trainer(monkeypatch, pool, timeout_s=0.05)
+    new, stats = ARISETrainer._streamed_summaries(trainer, step=4)
+    assert new == [] and stats["attempts"] == 1 and stats["failed"] == 1 and pool.ended

@@ -20,7 +20,7 @@ class FakePool:
     def __init__(self):
         self.posted = []
 
-        async def record(obs):
+        async def record(obs, trace=None):
             self.posted.append(obs)
 
         self.record = SimpleNamespace(remote=record)
@@ -67,3 +67,106 @@ def test_binary_reward_changes_only_the_reward_not_the_managers_phase(monkeypatc
 def test_phase_one_is_binary(monkeypatch):
     out, posted = run(monkeypatch, ARISEConfig(), {**AIDED, "arise_phase": 1})
     assert out["reward_score"] == 1.0 and posted[0]["phase"] == 1
+
+
+# ------------------------------------------------------------------ streaming O_{G+1}
+
+
+class CharTokenizer:
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
+        return [ord(c) for c in "".join(f"U:{m['content']}" for m in messages) + "|A:"]
+
+
+class StreamPool:
+    """The pool's stream side: claims the group on its second trajectory, collects deliveries."""
+
+    def __init__(self, client):
+        from recipe.arise.stream import SummaryStream
+
+        self.stream, self.delivered, self.traces = SummaryStream(), [], []
+        self.stream.begin("k", budget=-1, group_size=2)
+
+        async def record(obs, trace=None):
+            self.traces.append(trace)
+            return self.stream.add(obs["uid"], obs["reward"], trace["text"], trace["question"], trace["messages"])
+
+        async def deliver(result):
+            self.delivered.append(result)
+            return self.stream.deliver(result)
+
+        async def llm_client():
+            return client
+
+        self.record = SimpleNamespace(remote=record)
+        self.stream_deliver = SimpleNamespace(remote=deliver)
+        self.llm_client = SimpleNamespace(remote=llm_client)
+
+
+class SummaryServer:
+    def __init__(self, fail=False):
+        self.prompts, self.fail = [], fail
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        self.prompts.append(prompt_ids)
+        if self.fail:
+            raise RuntimeError("server down")
+        return SimpleNamespace(token_ids=[ord(c) for c in '{"skill_name": "x"}'])
+
+
+def run_group(monkeypatch, server, skill_in_response=False):
+    """Two trajectories of one group (one right, one wrong) through run_single with streaming on."""
+    from verl import DataProto
+
+    cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first"}})
+    pool = StreamPool(server)
+    monkeypatch.setattr(reward_manager_module, "get_pool", lambda: pool)
+    manager = object.__new__(ARISERewardManager)
+    manager.arise, manager.tokenizer = cfg, CharTokenizer()
+    manager.config = SimpleNamespace(data={"apply_chat_template_kwargs": {}})
+    manager._summaries, manager._llm_client = set(), None
+    lead = "SKILL:{}" if skill_in_response else ""
+    fields = {"arise_phase": 1, "arise_skill_in_response": skill_in_response, "arise_skill_tokens": len(lead)}
+
+    def item(text):
+        ids = torch.tensor([[ord(c) for c in lead + text]])
+        return DataProto.from_dict(
+            tensors={"responses": ids, "attention_mask": torch.ones(1, 2 + ids.shape[1], dtype=torch.long)},
+            non_tensors={
+                "reward_model": [{"ground_truth": "3"}],
+                "tool_extra_fields": [fields],
+                "uid": ["g"],
+                "raw_prompt": [[{"role": "user", "content": "What is 1 plus 2?"}]],
+                "extra_info": [{"question": "What is 1 plus 2?"}],
+            },
+        )
+
+    async def go():
+        manager.loop = asyncio.get_running_loop()
+        outs = [await ARISERewardManager.run_single(manager, item(t)) for t in ("so \\boxed{3}", "so \\boxed{4}")]
+        await asyncio.gather(*list(manager._summaries))
+        return outs
+
+    return asyncio.run(go()), pool
+
+
+def test_the_trajectory_completing_a_claimed_group_starts_its_summary(monkeypatch):
+    server = SummaryServer()
+    outs, pool = run_group(monkeypatch, server, skill_in_response=True)
+    assert [o["reward_score"] for o in outs] == [1.0, 0.0]  # the rewards are returned as without streaming
+    # the trace is the response after the Manager's skill line; the summary prompt holds the right one
+    assert pool.traces[0]["text"] == "so \\boxed{3}" and pool.traces[0]["question"] == "What is 1 plus 2?"
+    (prompt,) = server.prompts
+    assert "so \\boxed{3}" in "".join(chr(i) for i in prompt) and "boxed{4}" not in "".join(chr(i) for i in prompt)
+    (result,) = pool.delivered
+    assert result["group"]["uid"] == "g" and result["error"] is None and result["prompt_tokens"] == len(prompt)
+    assert "".join(chr(i) for i in result["token_ids"]) == '{"skill_name": "x"}'
+    assert pool.stream.collect() == (1, [result])
+
+
+def test_a_failed_streamed_summary_is_delivered_as_a_failure(monkeypatch):
+    outs, pool = run_group(monkeypatch, SummaryServer(fail=True))
+    (result,) = pool.delivered
+    assert result["token_ids"] is None and "server down" in result["error"]

@@ -3,7 +3,9 @@ rollout server, agent loop, reward loop, checkpoints) with a tiny model built lo
 
 Runs run_scripts/cpu_smoke_arise.sh with the DEFAULT ARISE settings: Phase I (steps 1-2,
 checkpoint at 2), then the same command resumed across the phase boundary into Phase II (steps
-3-6, checkpoints at 4 and 6) — the README's 6-step run, split at the checkpoint — and plain GRPO
+3-6, checkpoints at 4 and 6) — the README's 6-step run, split at the checkpoint; the resumed half
+streams its summary rollouts into the generation wave (``arise.summary.stream``), so both summary
+paths run end to end — and plain GRPO
 (arise.enable=false) through the same code path; then evaluates the step-6 checkpoint with
 run_scripts/eval_arise.sh on verl's validation machinery. Nothing is forced: correct answers,
 tau+, parsed summaries, gate decisions and R = 2 come from the model's own rollouts, and the
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
 
 
-def _run(out_dir: Path, tiny: Path, metrics: Path, **env_overrides) -> subprocess.CompletedProcess:
+def _run(out_dir: Path, tiny: Path, metrics: Path, *overrides: str, **env_overrides) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "PYTHON": sys.executable,
@@ -37,7 +39,9 @@ def _run(out_dir: Path, tiny: Path, metrics: Path, **env_overrides) -> subproces
         "LOG_FILE": str(out_dir / f"{metrics.stem}.run.log"),
         **{k: str(v) for k, v in env_overrides.items()},
     }
-    proc = subprocess.run(["bash", str(SCRIPT)], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
+    )
     (out_dir / f"{metrics.stem}.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"cpu smoke run failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
     return proc
@@ -57,8 +61,9 @@ def arise_run(tmp_path_factory, tiny) -> Path:
     (out / "library_step2.parquet").write_bytes(
         (out / "checkpoints" / "global_step_2" / "arise" / "library.parquet").read_bytes()
     )
-    # the same command (the defaults: 6 steps, 2 in Phase I) resumes from global_step_2
-    _run(out, tiny, out / "metrics_run2.jsonl")
+    # the same command (the defaults: 6 steps, 2 in Phase I) resumes from global_step_2, with each
+    # group's summary rollout started as soon as its rewards are in
+    _run(out, tiny, out / "metrics_run2.jsonl", *STREAM)
     return out
 
 
@@ -67,6 +72,7 @@ def _all_metrics(run: Path) -> dict[int, dict]:
 
 
 PHASE2 = (3, 4, 5, 6)
+STREAM = ("arise.summary.stream=true", "arise.summary.choose=first")
 
 
 def test_both_phases_ran(arise_run):
@@ -110,6 +116,12 @@ def test_mechanism_alive_with_default_settings(arise_run):
 def test_library_changed_through_summary_rollouts(arise_run):
     metrics = _all_metrics(arise_run)
     assert sum(metrics[s]["arise/summary_attempts"] for s in metrics) > 0
+    # Phase I: after the wave (the default); Phase II: streamed during the wave, and parsed
+    assert all(metrics[s]["arise/summary_streamed"] == 0 for s in (1, 2))
+    assert sum(metrics[s]["arise/summary_attempts"] for s in (1, 2)) > 0
+    streamed = sum(metrics[s]["arise/summary_streamed"] for s in PHASE2)
+    assert streamed > 0 and streamed == sum(metrics[s]["arise/summary_attempts"] for s in PHASE2)
+    assert all(metrics[s]["arise/summary_failed"] == 0 for s in PHASE2)
     assert sum(metrics[s]["arise/new_skills"] for s in metrics) > 0
     log = read_log(arise_run / "checkpoints" / "arise")
     added = log[log.event == "added"]
