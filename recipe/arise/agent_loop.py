@@ -50,7 +50,9 @@ from recipe.arise.skill import SkillDoc
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
-_CONFIGS: dict[int, ARISEConfig] = {}
+# id(trainer config) -> (that config, its ARISEConfig); the config is held so its id cannot be
+# reused by a later config while the entry exists (a freed config's id once served a stale entry)
+_CONFIGS: dict[int, tuple[Any, ARISEConfig]] = {}
 _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
@@ -66,10 +68,13 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
 
 
 def arise_config(trainer_config) -> ARISEConfig:
-    key = id(trainer_config)
-    if key not in _CONFIGS:
-        _CONFIGS[key] = ARISEConfig.from_trainer_config(trainer_config)
-    return _CONFIGS[key]
+    """The ARISE section of a trainer config, parsed once per config object (the agent loop is
+    instantiated per trajectory)."""
+    cached = _CONFIGS.get(id(trainer_config))
+    if cached is None or cached[0] is not trainer_config:
+        cached = (trainer_config, ARISEConfig.from_trainer_config(trainer_config))
+        _CONFIGS[id(trainer_config)] = cached
+    return cached[1]
 
 
 def _doc(text: str) -> SkillDoc:

@@ -484,3 +484,22 @@ def test_a_streamed_summary_not_back_by_the_deadline_counts_as_failed(monkeypatc
     trainer = streamed_trainer(monkeypatch, pool, timeout_s=0.05)
     new, stats = ARISETrainer._streamed_summaries(trainer, step=4)
     assert new == [] and stats["attempts"] == 1 and stats["failed"] == 1 and pool.ended
+
+
+def test_a_later_config_reusing_a_freed_id_is_not_served_the_old_arise_config(monkeypatch):
+    """The agent loop parses the ARISE section once per config object, keyed by id(); CPython
+    reuses a freed object's id, which once served a test's train_manager=false loop the parsed
+    config of an earlier train_manager=true one."""
+    import recipe.arise.agent_loop as agent_loop_module
+
+    monkeypatch.setattr(agent_loop_module, "_CONFIGS", {})
+    on_section = {"selection": {"train_manager": True}}
+    off_section = {"selection": {"train_manager": False}}
+    for _ in range(50):
+        # only the outer dict is new each time: a freed one's memory (and id) goes to the next
+        on = {"arise": on_section}
+        assert agent_loop_module.arise_config(on).selection.train_manager is True
+        del on
+        off = {"arise": off_section}
+        assert agent_loop_module.arise_config(off).selection.train_manager is False
+        del off
