@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures.process import BrokenProcessPool
 from fractions import Fraction
 from typing import Any
 
@@ -313,6 +314,12 @@ _STOP_GRACE_S = 3.0  # a stopped pool's workers still alive after this are SIGKI
 _WEDGE_AFTER_S = 1.0  # a task queued this long while no task finished: check the channel lock
 _WEDGE_PROBE_S = 2.0  # ... by trying to take it for this long (holders keep it for microseconds)
 _MAX_BARREN_RESTARTS = 3  # pools that died before any task completed: then the workers cannot start
+# pebble gave up on its pool and failed every task it held, running or queued, with
+# BrokenProcessPool: they did not complete, so they go to a fresh pool.  pebble 5.2 gives up when a
+# worker dies while no task is running in a worker -- e.g. one killed while it waited for the
+# channel lock, just after the last running task finished -- which would otherwise turn every
+# grade waiting in the queue into a wrong answer
+_ABORTED = "pebble aborted its tasks (BrokenProcessPool)"
 
 
 def _mp_context():
@@ -429,10 +436,10 @@ class _Grader:
     them even inside a C loop of sympy; SIGKILL after 3 s), fails the future of a worker that
     died (``ProcessExpired``) and starts a replacement.  This class adds the caller-side
     deadline -- no calling thread ever waits longer than ``timeout_s``, whatever happens inside
-    the pool -- and replaces the pebble pool when pebble gives up on it (pebble 5.1 does when an
-    idle worker dies while no task runs) or when a worker died holding pebble's channel lock
-    (``_wedged``; pebble alone would stall for its 60 s lock timeout); the tasks waiting on the
-    old pool are submitted again.  Tests: tests/reliability/test_grader_faults.py."""
+    the pool -- and replaces the pebble pool when pebble gives up on it (pebble 5.1-5.2 do when
+    a worker dies while no task runs in a worker, failing the queued tasks too) or when a worker
+    died holding pebble's channel lock (``_wedged``; pebble alone would stall for its 60 s lock
+    timeout); the tasks waiting on the old pool are submitted again.  Tests: tests/reliability/test_grader_faults.py."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, int(size))
@@ -499,6 +506,8 @@ class _Grader:
         if future.cancelled():
             return
         exc = future.exception()
+        if isinstance(exc, BrokenProcessPool):  # never ran: pebble aborted it with its pool
+            return
         with self._lock:
             self.completed += 1
             self.last_done = time.monotonic()
@@ -565,33 +574,37 @@ class _Grader:
                 # class (Python >= 3.11). Only a done future can be the latter (it may have got
                 # its result just after the wait ended: read it again)
                 if future.done():
-                    try:
+                    exc = future.exception(timeout=0)
+                    if exc is None:
                         return True, future.result(timeout=0)
-                    except FuturesTimeout:  # pebble's own timeout (the worker is killed)
+                    if isinstance(exc, FuturesTimeout):  # pebble's own timeout (the worker is killed)
                         with self._lock:
                             self.timeouts += 1
                         return False, None
-                    except BaseException:
+                    if not isinstance(exc, BrokenProcessPool):
                         return False, None
+                    why = _ABORTED
                 # pebble gave up on this pool, or its channel lock is held by a dead worker: the
                 # task would never run -> submit it again to a fresh pool
-                if not pool.active:
+                elif not pool.active:
                     why = "pebble gave up on it with tasks waiting"
                 elif not future.running() and self._wedged(pool, submitted, deadline):
                     why = "channel lock held by a dead worker"
                 else:
                     continue
-                self._recycle(pool, why)
-                resubmits += 1
-                if resubmits > 2:
-                    self._event("a task resubmitted 3 times: given up")
-                    return False, None
-                submitted = time.monotonic()
-                pool, future = self._schedule(fn, args, timeout_s, deadline)
-                if future is None:
-                    self._event("resubmission found no pool")
+            except BrokenProcessPool:
+                why = _ABORTED
             except BaseException:  # the worker died under the task (ProcessExpired), or fn raised
                 return False, None
+            self._recycle(pool, why)
+            resubmits += 1
+            if resubmits > 2:
+                self._event("a task resubmitted 3 times: given up")
+                return False, None
+            submitted = time.monotonic()
+            pool, future = self._schedule(fn, args, timeout_s, deadline)
+            if future is None:
+                self._event("resubmission found no pool")
         return False, None
 
     def _wedged(self, pool, since: float, deadline: float) -> bool:
