@@ -13,16 +13,20 @@ accounting per query the paper's overhead table reports.
 ``--paper-proportions`` runs the same tiny model and script path at the paper's token proportions
 (App. E: prompt 312, response 2,847 tokens, an injected skill of 66 tokens, G=8, a 10-skill cache):
 
-* prompts padded (worked examples before the question) to ``--prompt-tokens`` (default 99) chat
-  tokens, responses forced to ``rollout.max_model_len`` (1,024, the tiny model's positions) minus
-  the longest injected prompt, ~9x the prompt, with verl's ``actor_rollout_ref.rollout.ignore_eos``
+* prompts padded (worked examples before the question) to ``--prompt-tokens`` (default 147) chat
+  tokens, responses forced to ``rollout.max_model_len`` (``--positions``, default 1,536) minus the
+  longest injected prompt, ~9x the prompt, with verl's ``actor_rollout_ref.rollout.ignore_eos``
   (verl 0.9.1's vLLM server puts it into every request's ``SamplingParams`` unless the request sets
   it; the agent loop's sampling params cannot carry vLLM's ``min_tokens``). Every trajectory then
   has exactly the same response length in both arms;
 * G=8 (``GROUP``), ARISE in Phase II from step 1 (``PHASE1_STEPS=0``), and a library whose cache
   holds 10 seed-like skills of ~30 tokens each from step 1 (``arise.library.load_from``, a
   ``SkillLibrary`` parquet built here): the shortest skill JSON the schema allows is ~27 tiny
-  tokens, so a skill is ~30% of the prompt (paper: 21%) — on the heavy side for ARISE;
+  tokens, so the prompt is 147 tokens for a skill of 21% of it (the paper's 66 / 312). The tiny
+  model has 1,024 positions; ``--positions`` above that runs a copy of it whose config allows more
+  (same weights; RoPE needs no trained positions). ``--prompt-tokens 99 --positions 1024
+  --batch 4`` is the earlier setting (a skill 32% of the prompt, heavier on ARISE);
+* batch 2 queries per step (``--batch``), so that the longer sequences keep a run ~5 minutes;
 * the confidence gate off (``arise.selection.use_gate=false``): the tiny model scores the 10
   look-alike skills almost flat and delta=0.35 would reject every selection, so a skill goes to the
   75% of trajectories outside the control arm, the paper's training skill-use rate (~73%, App. E.1);
@@ -37,7 +41,7 @@ accounting per query the paper's overhead table reports.
   starts as soon as its group's rewards are in (``arise.summary.stream=true``), measured side by
   side.
 
-Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; ``--score-top-m`` adds ~10.
+Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; each extra arm adds ~10.
 
 Its last printed line is ``ARISE/GRPO step-time ratio: X``. Extra hydra overrides for every arm
 can follow ``--``.
@@ -49,6 +53,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,7 +63,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
-MAX_MODEL_LEN = 1024  # the tiny model's max_position_embeddings (run_scripts/cpu_env.sh)
+TINY_POSITIONS = 1024  # the tiny model's max_position_embeddings (run_scripts/cpu_env.sh)
 
 # (label, how to get seconds from one step's metrics)
 PHASES = [
@@ -199,6 +204,25 @@ def pad_question(tokenizer, question: str, target: int, rng: random.Random) -> s
             return head + question
 
 
+def with_positions(tiny: Path, positions: int, work: Path) -> Path:
+    """The tiny assets, or a copy whose model config allows ``positions`` (same weights, tokenizer
+    and data: vLLM refuses a max_model_len above the config's max_position_embeddings)."""
+    if positions <= TINY_POSITIONS:
+        return tiny
+    out = work / f"tiny_positions_{positions}"
+    if (out / "tiny_assets.json").exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(tiny / "model", out / "model")
+    config_path = out / "model" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["max_position_embeddings"] = positions
+    config_path.write_text(json.dumps(config, indent=2))
+    (out / "data").symlink_to((tiny / "data").resolve(), target_is_directory=True)
+    shutil.copy(tiny / "tiny_assets.json", out / "tiny_assets.json")  # cpu_smoke_arise.sh: built already
+    return out
+
+
 def paper_setup(args, work: Path, tiny: Path) -> tuple[dict, list[str], dict]:
     """Build the padded dataset and the 10-skill library; return (env, overrides, facts)."""
     import pandas as pd
@@ -245,13 +269,13 @@ def paper_setup(args, work: Path, tiny: Path) -> tuple[dict, list[str], dict]:
     # the injected prompt must fit rollout.prompt_length (data.max_prompt_length); the response gets
     # the rest of max_model_len, so every trajectory's prompt + response fits
     max_prompt = max(lengths) + max(skill_tokens) + 2
-    max_response = MAX_MODEL_LEN - max_prompt
+    max_response = args.positions - max_prompt
     env = {
         "GROUP": str(args.group),
         "BATCH": str(args.batch),
         "MAX_PROMPT": str(max_prompt),
         "MAX_RESPONSE": str(max_response),
-        "MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+        "MAX_MODEL_LEN": str(args.positions),
     }
     overrides = [
         f"data.train_files={train}",
@@ -279,6 +303,7 @@ def median_of_runs(runs: list[list[dict]], get) -> float:
 
 
 def paper_mode(args, work: Path, tiny: Path) -> None:
+    tiny = with_positions(tiny, args.positions, work)
     env, overrides, facts = paper_setup(args, work, tiny)
     overrides += args.overrides
     arms = [("GRPO", False, []), ("ARISE", True, [])]
@@ -293,7 +318,8 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
         f"{facts['prompt_range'][1]}), response {facts['response']} (forced, ignore_eos), "
         f"{facts['response'] / facts['prompt']:.1f}x the prompt; injected skill {facts['skill_tokens']:.1f} tokens "
         f"({facts['skill_range'][0]}-{facts['skill_range'][1]}, {facts['skill_tokens'] / facts['prompt']:.0%} of the "
-        f"prompt); G={args.group}, batch {args.batch}, 10 cache skills; {args.reps} run(s) per arm of "
+        f"prompt); G={args.group}, batch {args.batch}, 10 cache skills, max_model_len {args.positions}; "
+        f"{args.reps} run(s) per arm of "
         f"{args.steps} steps",
         flush=True,
     )
@@ -394,9 +420,12 @@ def main(argv=None):
     parser.add_argument("--phase1-steps", type=int, default=0)
     parser.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     parser.add_argument("--paper-proportions", action="store_true", help="the paper's token proportions (see above)")
-    parser.add_argument("--prompt-tokens", type=int, default=99, help="--paper-proportions: chat prompt length")
+    parser.add_argument("--prompt-tokens", type=int, default=147, help="--paper-proportions: chat prompt length")
+    parser.add_argument(
+        "--positions", type=int, default=1536, help="--paper-proportions: max_model_len (prompt + forced response)"
+    )
     parser.add_argument("--group", type=int, default=8, help="--paper-proportions: G")
-    parser.add_argument("--batch", type=int, default=4, help="--paper-proportions: queries per step")
+    parser.add_argument("--batch", type=int, default=2, help="--paper-proportions: queries per step")
     parser.add_argument(
         "--score-top-m", type=int, default=0, help="--paper-proportions: add an ARISE arm with selection.score_top_m=M"
     )
