@@ -163,12 +163,19 @@ class ARISEConfig:
     phase1_steps: int = 500  # N_w: Phase I = steps 1..N_w, Phase II from N_w + 1
     seed: int = 0
     log_dir: str | None = None  # per-step library log; None = <trainer.default_local_dir>/arise
+    # how often the trainer looks for finished rollouts (verl's ReplayBuffer.poll_interval, 2.0 s
+    # there): a generation phase ends on this grid; applies with enable=false too (the baseline)
+    replay_poll_s: float = 0.2
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     library: LibraryConfig = field(default_factory=LibraryConfig)
     summary: SummaryConfig = field(default_factory=SummaryConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     ig: IGConfig = field(default_factory=IGConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+
+    def __post_init__(self):
+        if not float(self.replay_poll_s) > 0:
+            raise ValueError(f"arise.replay_poll_s must be > 0 (seconds), got {self.replay_poll_s}")
 
     def phase(self, global_step: int) -> int:
         return 1 if int(global_step) <= self.phase1_steps else 2

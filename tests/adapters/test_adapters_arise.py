@@ -503,3 +503,22 @@ def test_a_later_config_reusing_a_freed_id_is_not_served_the_old_arise_config(mo
         off = {"arise": off_section}
         assert agent_loop_module.arise_config(off).selection.train_manager is False
         del off
+
+
+def test_the_replay_buffer_polls_at_arise_replay_poll_s(monkeypatch):
+    """verl's ReplayBuffer looks for finished rollouts every 2 s (no config key): the trainer sets
+    its poll interval from arise.replay_poll_s, with ARISE disabled too (the GRPO baseline)."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    built = SimpleNamespace(poll_interval=2.0, sample=lambda **kw: (None, {}))
+    monkeypatch.setattr(PPOTrainerSync, "_build_replay_buffer", lambda self: built, raising=False)
+    for enable in (True, False):
+        trainer = object.__new__(ARISETrainer)
+        trainer.arise = ARISEConfig.from_dict({"enable": enable, "replay_poll_s": 0.25})
+        sampler = ARISETrainer._build_replay_buffer(trainer)
+        assert sampler.poll_interval == 0.25 and built.poll_interval == 0.25
+        built.poll_interval = 2.0
+    assert ARISEConfig().replay_poll_s == 0.2
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="replay_poll_s"):
+            ARISEConfig.from_dict({"replay_poll_s": bad})
