@@ -8,28 +8,17 @@
   a generation phase ends on a 2-s grid unless the attribute is set.
 """
 
-import importlib.util
 import re
-from pathlib import Path
-
-import pytest
 
 
-def _source(relative: str) -> str:
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("verl is not installed")
-    return (Path(spec.submodule_search_locations[0]) / relative).read_text()
-
-
-def test_the_replay_buffer_is_built_by_an_overridable_method_in_init():
-    base = _source("trainer/ppo/v1/trainer_base.py")
+def test_the_replay_buffer_is_built_by_an_overridable_method_in_init(source):
+    base = source("trainer/ppo/v1/trainer_base.py")
     assert "self.replay_buffer = self._build_replay_buffer()" in base
     assert re.search(r"def _build_replay_buffer\(self\)", base)
 
 
-def test_sample_sleeps_poll_interval_between_checks_for_finished_rollouts():
-    buffer = _source("trainer/ppo/v1/replay_buffer.py")
+def test_sample_sleeps_poll_interval_between_checks_for_finished_rollouts(source):
+    buffer = source("trainer/ppo/v1/replay_buffer.py")
     assert re.search(r"poll_interval: float = 2\.0", buffer), "verl's default poll interval changed"
     assert "self.poll_interval = poll_interval" in buffer
     assert re.search(r"def _wait_for_next_poll\(self[^)]*\)[^:]*:\s*time\.sleep\(self\.poll_interval\)", buffer)
@@ -37,8 +26,8 @@ def test_sample_sleeps_poll_interval_between_checks_for_finished_rollouts():
     assert "self._wait_for_next_poll(" in sample
 
 
-def test_the_trainer_passes_no_poll_interval_from_the_config():
-    base = _source("trainer/ppo/v1/trainer_base.py")
+def test_the_trainer_passes_no_poll_interval_from_the_config(source):
+    base = source("trainer/ppo/v1/trainer_base.py")
     build = base[base.index("def _build_replay_buffer(") :]
     build = build[: build.index("\n    def ", 1)]
     assert "poll_interval" not in build, "verl now passes poll_interval: use its config key instead"

@@ -12,28 +12,17 @@ installed verl and vLLM sources (recipe/arise/agent_loop.py, ``_score_requests``
 The real engine's numbers are checked end to end in tests/e2e/test_scoring_prefix_cache.py.
 """
 
-import importlib.util
 import re
-from pathlib import Path
-
-import pytest
 
 
-def _source(package: str, relative: str) -> str:
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{package} is not installed")
-    return (Path(spec.submodule_search_locations[0]) / relative).read_text()
-
-
-def test_verl_passes_the_sampling_params_and_reports_cached_tokens():
-    server = _source("verl", "workers/rollout/vllm_rollout/vllm_async_server.py")
+def test_verl_passes_the_sampling_params_and_reports_cached_tokens(source):
+    server = source("workers/rollout/vllm_rollout/vllm_async_server.py")
     assert "SamplingParams(max_tokens=max_tokens, **sampling_params)" in server
     assert re.search(r'extra_fields\["num_cached_tokens"\] = getattr\(final_res, "num_cached_tokens"', server)
 
 
-def test_vllm_reads_the_cache_for_prompt_logprobs_only_when_asked():
-    params = _source("vllm", "sampling_params.py")
+def test_vllm_reads_the_cache_for_prompt_logprobs_only_when_asked(source):
+    params = source("sampling_params.py", "vllm")
     assert re.search(r"^\s+skip_reading_prefix_cache: bool \| None = None", params, re.M)
     assert re.search(r"^\s+detokenize: bool = True", params, re.M)
     assert re.search(
@@ -41,17 +30,17 @@ def test_vllm_reads_the_cache_for_prompt_logprobs_only_when_asked():
         r"self\.skip_reading_prefix_cache = self\.prompt_logprobs is not None",
         params,
     )
-    request = _source("vllm", "v1/request.py")
+    request = source("v1/request.py", "vllm")
     assert "return self.sampling_params.skip_reading_prefix_cache" in request
 
 
-def test_vllm_fills_prompt_logprobs_from_the_computed_tokens_on():
-    runner = _source("vllm", "v1/worker/gpu_model_runner.py")
+def test_vllm_fills_prompt_logprobs_from_the_computed_tokens_on(source):
+    runner = source("v1/worker/gpu_model_runner.py", "vllm")
     body = runner[runner.index("def _get_prompt_logprobs_dict") :][:6000]
     assert "start_idx = request.num_computed_tokens" in body
     assert "chunk_slice = slice(start_idx, start_idx + num_logits)" in body
 
 
-def test_vllm_decodes_logprob_tokens_only_with_detokenize():
-    processor = _source("vllm", "v1/engine/output_processor.py")
+def test_vllm_decodes_logprob_tokens_only_with_detokenize(source):
+    processor = source("v1/engine/output_processor.py", "vllm")
     assert re.search(r"if not sampling_params\.detokenize:\s*tokenizer = None", processor)

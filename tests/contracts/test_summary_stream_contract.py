@@ -15,22 +15,11 @@ recipe/arise/reward_manager.py ``_stream_summary``):
 The whole path runs end to end in tests/e2e/test_cpu_e2e.py (the resumed Phase II streams).
 """
 
-import importlib.util
 import re
-from pathlib import Path
-
-import pytest
 
 
-def _source(relative: str) -> str:
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("verl is not installed")
-    return (Path(spec.submodule_search_locations[0]) / relative).read_text()
-
-
-def test_the_trainer_brackets_each_sampled_batch_with_the_sample_hooks():
-    base = _source("trainer/ppo/v1/trainer_base.py")
+def test_the_trainer_brackets_each_sampled_batch_with_the_sample_hooks(source):
+    base = source("trainer/ppo/v1/trainer_base.py")
     assert re.search(
         r'with marked_timer\("gen", timing_raw, color="red"\):\s*self\.on_sample_begin\(\)\s*'
         r"batch, off_policy_metrics = self\.replay_buffer\.sample\([^)]*\)[^\n]*\n(?:[^\n]*\n){0,3}?"
@@ -39,23 +28,23 @@ def test_the_trainer_brackets_each_sampled_batch_with_the_sample_hooks():
     ), "verl's _step_once no longer calls on_sample_begin / sample / on_sample_end in this order"
 
 
-def test_rewards_are_computed_per_trajectory_on_reward_loop_workers():
-    loop = _source("experimental/agent_loop/agent_loop.py")
+def test_rewards_are_computed_per_trajectory_on_reward_loop_workers(source):
+    loop = source("experimental/agent_loop/agent_loop.py")
     assert "output: AgentLoopOutput = await agent_loop.run(sampling_params, **kwargs)" in loop
     assert 'return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)' in loop
     assert "result = await selected_reward_loop_worker_handle.compute_score.remote(data)" in loop
 
 
-def test_the_reward_loop_worker_is_an_async_actor():
-    reward_loop = _source("experimental/reward_loop/reward_loop.py")
+def test_the_reward_loop_worker_is_an_async_actor(source):
+    reward_loop = source("experimental/reward_loop/reward_loop.py")
     assert "async def compute_score(self, data: DataProto) -> dict:" in reward_loop
     assert "self.reward_loop_workers_class = ray.remote(RewardLoopWorker)" in reward_loop
 
 
-def test_the_llm_client_is_handed_to_ray_actors_by_verl_itself():
-    loop = _source("experimental/agent_loop/agent_loop.py")
+def test_the_llm_client_is_handed_to_ray_actors_by_verl_itself(source):
+    loop = source("experimental/agent_loop/agent_loop.py")
     assert re.search(r"\.remote\(\s*self\.config,\s*self\.llm_client,", loop)
-    server = _source("workers/rollout/llm_server.py")
+    server = source("workers/rollout/llm_server.py")
     init = server[server.index("class LLMServerClient") : server.index("async def _acquire_server")]
     assert set(re.findall(r"self\.(\w+)\s*(?::[^=\n]+)?= ", init)) == {
         "config",
