@@ -1,4 +1,4 @@
-"""Benchmark recipe.arise.reward.grade against verl's built-in MATH scorer.
+"""Benchmark recipe.arise.grader.grade against verl's built-in MATH scorer.
 
 Builds N realistic responses (default 512 = one step of batch 64 x G 8) from the raw
 evaluation data (MATH-500 solutions/answers, AMC23, AIME24): multi-paragraph responses,
@@ -6,16 +6,19 @@ about half correct, some wrong, some without a box, some echoing a ``SKILL:{...}
 a few pathological ones.  Grades all of them with both scorers in one run and prints
 throughput, latency percentiles and agreement.
 
-math-verify runs in the grader's ``pebble`` process pool (forkserver workers), which imports this
-script as ``__main__`` in every worker -- hence the ``if __name__ == "__main__"`` guard below.
+math-verify runs in the grader's worker processes (pebble, forkserver), which import this script
+as ``__main__`` in every worker -- hence the ``if __name__ == "__main__"`` guard below.
 
 Run from the repo root:  python bench/bench_grader.py --n 512 --shared ../shared
+(``--shared`` defaults to $ARISE_SHARED_DIR, else ../shared; the few rows of tests/fixtures work
+too, for a quick check: ``--raw tests/fixtures/raw``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -39,8 +42,10 @@ PATHOLOGICAL = [
 ]
 
 
-def _load(shared: Path, name: str) -> list[dict]:
-    p = shared / "data" / "raw" / name / "test.jsonl"
+def _load(raw: Path, name: str) -> list[dict]:
+    p = raw / name / "test.jsonl"
+    if not p.is_file():
+        raise SystemExit(f"bench_grader: {p} not found (--shared DIR holds data/raw; or --raw DIR)")
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
@@ -67,13 +72,13 @@ def _equivalent(gold, rnd) -> str:
     return g.replace("\\left", "").replace("\\right", "").replace(" ", "")
 
 
-def build_cases(shared: Path, n: int, seed: int = 0) -> list[tuple[str, object, str]]:
-    """(response, ground_truth, kind) triples."""
+def build_cases(raw: Path, n: int, seed: int = 0) -> list[tuple[str, object, str]]:
+    """(response, ground_truth, kind) triples from the raw data folder ``raw``."""
     rnd = random.Random(seed)
     pools = {
-        "math500": [(r["problem"], r["answer"], r.get("solution")) for r in _load(shared, "math500")],
-        "amc23": [(r["problem"], r["answer"], None) for r in _load(shared, "amc23_qwen25math")],
-        "aime24": [(r["problem"], r["answer"], r.get("solution")) for r in _load(shared, "aime24_qwen25math")],
+        "math500": [(r["problem"], r["answer"], r.get("solution")) for r in _load(raw, "math500")],
+        "amc23": [(r["problem"], r["answer"], None) for r in _load(raw, "amc23_qwen25math")],
+        "aime24": [(r["problem"], r["answer"], r.get("solution")) for r in _load(raw, "aime24_qwen25math")],
     }
     all_answers = [a for _, a, _ in pools["math500"]]
     cases = []
@@ -139,36 +144,37 @@ def _report(name, lat, total, n):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=512)
-    ap.add_argument("--shared", type=Path, default=Path("../shared"))
+    ap.add_argument("--shared", type=Path, default=Path(os.environ.get("ARISE_SHARED_DIR") or "../shared"))
+    ap.add_argument("--raw", type=Path, default=None, help="raw data folder (default: SHARED/data/raw)")
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    from recipe.arise import reward
+    from recipe.arise import grader
 
-    cases = build_cases(args.shared, args.n, args.seed)
+    cases = build_cases(args.raw or args.shared / "data" / "raw", args.n, args.seed)
     kinds = {}
     for _, _, k in cases:
         kinds[k] = kinds.get(k, 0) + 1
     print(f"{len(cases)} responses: {kinds}")
 
     t = time.perf_counter()
-    reward.warmup()
-    st = reward.grader_stats()
+    grader.warmup()
+    st = grader.grader_stats()
     print(
         f"grader warmup ({st.get('alive')} worker processes, {st.get('pool')} pool, "
         f"{st.get('start_method')} start): {time.perf_counter() - t:.2f} s"
     )
 
-    ours, lat, total = _time_all(lambda r, g: reward.grade(r, g, timeout_s=args.timeout), cases)
-    _report("arise.reward.grade", lat, total, len(cases))
+    ours, lat, total = _time_all(lambda r, g: grader.grade(r, g, timeout_s=args.timeout), cases)
+    _report("arise.grader.grade", lat, total, len(cases))
 
     # concurrent batch API
     t = time.perf_counter()
-    batch = reward.grade_many([c[0] for c in cases], [c[1] for c in cases], timeout_s=args.timeout)
+    batch = grader.grade_many([c[0] for c in cases], [c[1] for c in cases], timeout_s=args.timeout)
     bt = time.perf_counter() - t
     print(
-        f"{'arise.reward.grade_many':<28} {len(cases) / bt:10.1f} resp/s   (threads -> worker pool)   "
+        f"{'arise.grader.grade_many':<28} {len(cases) / bt:10.1f} resp/s   (threads -> worker pool)   "
         f"same results: {batch == ours}"
     )
 
@@ -199,9 +205,9 @@ def main(argv=None) -> int:
         print(f"agreement arise vs verl: {agree}/{len(cases)} = {agree / len(cases):.1%}")
         diffs = [(c, a, b) for c, a, b in zip(cases, ours, theirs, strict=False) if a != b]
         for (resp, gold, k), a, b in diffs[:8]:
-            box = reward.extract_boxed(reward._strip_skill_echo(resp))
+            box = grader.extract_boxed(grader._strip_skill_echo(resp))
             print(f"  differs [{k}] gold={str(gold)[:40]!r} boxed={str(box)[:40]!r} arise={a} verl={b}")
-    print("grader stats:", reward.grader_stats())
+    print("grader stats:", grader.grader_stats())
     return 0
 
 

@@ -2,18 +2,77 @@
 
 verl's wheel installs a top-level ``tests`` package; this suite has no ``__init__.py`` files and
 runs with ``--import-mode=importlib`` (see pyproject.toml) so pytest collects these files.
+
+Data: tests that read raw dataset files run on the few hand-written rows in ``tests/fixtures/raw``
+(same layout and record formats as the local raw copies).  The same tests also run on the full
+local copies in ``../shared/data/raw`` (or ``$ARISE_SHARED_DIR/data/raw``) where those exist: that
+variant carries the ``shared_data`` marker and is deselected -- not skipped -- when the folder is
+absent, with a line in the summary saying so.  So a fresh clone runs the fast tier with no skips.
 """
 
+from __future__ import annotations
+
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+FIXTURES_RAW = REPO / "tests" / "fixtures" / "raw"
+
+
+def shared_root() -> Path:
+    """The folder holding ``data/raw`` (and the paper): $ARISE_SHARED_DIR, else ../shared."""
+    env = os.environ.get("ARISE_SHARED_DIR")
+    return Path(env).expanduser() if env else REPO.parent / "shared"
+
+
+def _shared_raw_present() -> bool:
+    return (shared_root() / "data" / "raw").is_dir()
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "shared_data: runs on the full local raw data (../shared, $ARISE_SHARED_DIR); deselected without it"
+    )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if _shared_raw_present():
+        return
+    deselected = [item for item in items if item.get_closest_marker("shared_data")]
+    if deselected:
+        items[:] = [item for item in items if not item.get_closest_marker("shared_data")]
+        config.hook.pytest_deselected(items=deselected)
+        config._arise_shared_deselected = len(deselected)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    n = getattr(config, "_arise_shared_deselected", 0)
+    if n:
+        terminalreporter.write_line(
+            f"{n} shared_data tests deselected: no raw data at {shared_root() / 'data' / 'raw'} "
+            "(set ARISE_SHARED_DIR to run them on the full local copies)"
+        )
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not (SHARED / "data" / "raw").is_dir():
-        pytest.skip(f"shared data not found at {SHARED}")
-    return SHARED
+    root = shared_root()
+    if not (root / "data" / "raw").is_dir():  # only reached by a shared_data test run by hand
+        pytest.skip(f"shared data not found at {root} (set ARISE_SHARED_DIR)")
+    return root
+
+
+@pytest.fixture(scope="session", params=["fixtures", pytest.param("shared", marks=pytest.mark.shared_data)])
+def raw_root(request) -> Path:
+    """A raw-data folder: the committed fixture rows, then (shared_data) the full local copies."""
+    if request.param == "fixtures":
+        return FIXTURES_RAW
+    return request.getfixturevalue("shared_dir") / "data" / "raw"
+
+
+@pytest.fixture(scope="session")
+def raw_kind(raw_root) -> str:
+    """ "fixtures" or "shared": which raw folder ``raw_root`` is (for the expected counts)."""
+    return "fixtures" if raw_root == FIXTURES_RAW else "shared"

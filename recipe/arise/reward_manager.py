@@ -24,8 +24,9 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from recipe.arise.agent_loop import arise_config
+from recipe.arise.grader import grade
 from recipe.arise.pool import get_pool
-from recipe.arise.reward import grade, hierarchical_reward
+from recipe.arise.reward import hierarchical_reward
 from recipe.arise.summary import generate_summary, summary_prompt_ids
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class ARISERewardManager(RewardManagerBase):
                     "control": bool(fields.get("arise_control", False)),
                     "gate_passed": fields.get("arise_gate_passed", None),
                     "scored": bool(fields.get("arise_scores")),
+                    # the group's score vector: arise.selection.temperature=auto calibrates sigma on it
+                    "scores": [float(s) for s in fields.get("arise_scores") or []],
                     "scorer": bool(fields.get("arise_scorer", False)),
                     "scoring_failed": bool(fields.get("arise_scoring_failed", False)),
                     "scores_nonfinite": int(fields.get("arise_scores_nonfinite", 0) or 0),

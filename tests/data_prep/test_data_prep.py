@@ -1,7 +1,9 @@
 """Tests for data_prep/ (run from the repo root: python -m pytest tests/data_prep -p no:cacheprovider).
 
-Raw data is read from ../shared/data/raw relative to the repo root (never copied into the repo);
-tests needing it are skipped when it is absent.
+Raw data comes from the ``raw_root`` fixture (tests/conftest.py): the hand-written rows in
+tests/fixtures/raw (a few records in each raw format, same layout as the local copies), then --
+marked ``shared_data``, deselected when absent -- the full local copies in ../shared/data/raw
+(or $ARISE_SHARED_DIR/data/raw).  EXPECTED holds the counts of each.
 """
 
 from __future__ import annotations
@@ -31,15 +33,31 @@ from recipe.arise.data_prep.common import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RAW = REPO_ROOT.parent / "shared" / "data" / "raw"
 
-needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw data not found at {RAW}")
+_OMNI_SHARED = {"algebra": 814, "geometry": 601, "combinatorics": 457, "number_theory": 410, "other": 539}
+#: what each raw folder must give (fixtures: tests/fixtures/raw; shared: the full local copies)
+EXPECTED = {
+    "fixtures": {
+        "rows": {"aime24": 6, "aime25": 4, "amc23": 4, "math500": 8, "omni_math": 8},
+        "omni_domains": {"algebra": 1, "geometry": 1, "combinatorics": 1, "number_theory": 2, "other": 3},
+        "aime24_problems": [(c, n) for c in ("AIME I", "AIME II") for n in (1, 2, 3)],
+        # deepscaler components: raw records, malformed, exact duplicates, their sources, bad json rows
+        "deepscaler": (4 + 8, 2, 2, {"aime": 4, "math": 4}, (4, 7)),
+        "amc_json": (4, 2),  # deepscaler/test/amc.json: 2023 rows kept, other years filtered out
+    },
+    "shared": {
+        "rows": {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "omni_math": 2821},
+        "omni_domains": _OMNI_SHARED,
+        "aime24_problems": [(c, n) for c in ("AIME I", "AIME II") for n in range(1, 16)],
+        "deepscaler": (975 + 7474, 4, 266, {"aime": 975, "math": 7204}, (886, 1009, 5328, 5330)),
+        "amc_json": (40, 43),
+    },
+}
 
 
-def raw(rel: str) -> Path:
-    p = RAW / rel
-    if not p.exists():
-        pytest.skip(f"missing raw file {p}")
+def raw(raw_root: Path, rel: str) -> Path:
+    p = raw_root / rel
+    assert p.exists(), f"missing raw file {p}"
     return p
 
 
@@ -146,12 +164,11 @@ def test_map_omni_domain_rules():
     assert m('["Mathematics -> Geometry -> Solid Geometry"]') == "geometry"
 
 
-@needs_raw
-def test_omni_domain_counts_match_sources_md():
-    path = raw("omni_math_rule/omni_math_rule.jsonl")
+def test_omni_domain_counts_match_sources_md(raw_root, raw_kind):
+    path = raw(raw_root, "omni_math_rule/omni_math_rule.jsonl")
     recs = [json.loads(line) for line in path.open()]
     counts = Counter(omni_math.map_omni_domain(r["domain"]) for r in recs)
-    assert counts == {"algebra": 814, "geometry": 601, "combinatorics": 457, "number_theory": 410, "other": 539}
+    assert counts == EXPECTED[raw_kind]["omni_domains"]  # shared: the counts SOURCES.md states
 
 
 # ----------------------------------------------------------------------------------------------
@@ -160,10 +177,8 @@ def test_omni_domain_counts_match_sources_md():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    if not RAW.is_dir():
-        pytest.skip(f"raw data not found at {RAW}")
-    out = tmp_path_factory.mktemp("arise_data")
+def built(tmp_path_factory, raw_root, raw_kind):
+    out = tmp_path_factory.mktemp(f"arise_data_{raw_kind}")
     logs = {}
     jobs = [
         (deepscaler, "deepscaler/train_components", "train"),
@@ -177,30 +192,23 @@ def built(tmp_path_factory):
     import io
 
     for mod, rel, sub in jobs:
-        if not (RAW / rel).exists():
-            continue
         so, se = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
-            mod.main(["--local", str(RAW / rel), "--out", str(out / sub)])
+            mod.main(["--local", str(raw(raw_root, rel)), "--out", str(out / sub)])
         logs[mod.DATA_SOURCE] = so.getvalue() + se.getvalue()
     return out, logs
 
 
-@pytest.mark.parametrize(
-    "name, n_rows",
-    [("aime24", 30), ("aime25", 30), ("amc23", 40), ("math500", 500), ("omni_math", 2821)],
-)
-def test_eval_sets(built, name, n_rows):
+@pytest.mark.parametrize("name", ["aime24", "aime25", "amc23", "math500", "omni_math"])
+def test_eval_sets(built, raw_kind, name):
     out, _ = built
-    p = out / "eval" / f"{name}.parquet"
-    if not p.exists():
-        pytest.skip(f"{name} raw file missing")
-    rows = check_rows(p, name, "test")
+    n_rows = EXPECTED[raw_kind]["rows"][name]
+    rows = check_rows(out / "eval" / f"{name}.parquet", name, "test")
     assert len(rows) == n_rows
     assert len({r["extra_info"]["question"] for r in rows}) >= n_rows - 5
 
 
-def test_aime_answers_and_metadata(built):
+def test_aime_answers_and_metadata(built, raw_kind):
     out, _ = built
     for name, year in (("aime24", 2024), ("aime25", 2025)):
         rows = read_rows(out / "eval" / f"{name}.parquet")
@@ -210,7 +218,7 @@ def test_aime_answers_and_metadata(built):
             assert r["extra_info"]["year"] == year
     a24 = read_rows(out / "eval" / "aime24.parquet")
     got = sorted((r["extra_info"]["contest"], r["extra_info"]["problem_number"]) for r in a24)
-    assert got == sorted((c, n) for c in ("AIME I", "AIME II") for n in range(1, 16))
+    assert got == sorted(EXPECTED[raw_kind]["aime24_problems"])
     assert a24[0]["reward_model"]["ground_truth"] == "204"
     # leading zeros were stripped but the raw value is kept for auditing
     assert any(r["extra_info"]["raw_answer"].startswith("0") for r in a24)
@@ -225,21 +233,20 @@ def test_amc_answers_are_integer_strings(built):
     assert {r["extra_info"]["year"] for r in rows} == {2023}
 
 
-@needs_raw
-def test_amc23_from_deepscaler_amc_json_is_filtered_to_2023(built, tmp_path, capsys):
-    amc23.main(["--local", str(raw("deepscaler/test/amc.json")), "--out", str(tmp_path)])
+def test_amc23_from_deepscaler_amc_json_is_filtered_to_2023(built, raw_root, raw_kind, tmp_path, capsys):
+    kept, filtered = EXPECTED[raw_kind]["amc_json"]
+    amc23.main(["--local", str(raw(raw_root, "deepscaler/test/amc.json")), "--out", str(tmp_path)])
     rows = check_rows(tmp_path / "amc23.parquet", "amc23", "test")
-    assert len(rows) == 40
-    assert "filtered out 43 rows" in capsys.readouterr().out
+    assert len(rows) == kept
+    assert f"filtered out {filtered} rows" in capsys.readouterr().out
     ref = read_rows(built[0] / "eval" / "amc23.parquet")
     assert sorted(r["reward_model"]["ground_truth"] for r in rows) == sorted(
         r["reward_model"]["ground_truth"] for r in ref
     )
 
 
-@needs_raw
-def test_aime25_cross_check_sources_agree(built, tmp_path):
-    aime25.main(["--local", str(raw("aime25_deepscaler_format/aime-2025.json")), "--out", str(tmp_path)])
+def test_aime25_cross_check_sources_agree(built, raw_root, tmp_path):
+    aime25.main(["--local", str(raw(raw_root, "aime25_deepscaler_format/aime-2025.json")), "--out", str(tmp_path)])
     a = [r["reward_model"]["ground_truth"] for r in read_rows(tmp_path / "aime25.parquet")]
     b = [r["reward_model"]["ground_truth"] for r in read_rows(built[0] / "eval" / "aime25.parquet")]
     assert a == b
@@ -252,11 +259,11 @@ def test_math500(built):
     assert rows[0]["extra_info"]["subject"] == "Precalculus" and rows[0]["extra_info"]["level"] == 2
 
 
-def test_omni_outputs(built):
+def test_omni_outputs(built, raw_kind):
     out, logs = built
     rows = read_rows(out / "eval" / "omni_math.parquet")
     counts = Counter(r["extra_info"]["domain"] for r in rows)
-    assert counts == {"algebra": 814, "geometry": 601, "combinatorics": 457, "number_theory": 410, "other": 539}
+    assert counts == EXPECTED[raw_kind]["omni_domains"]
     assert all(r["data_source"] == "omni_math" for r in rows)
     for dom in ("algebra", "number_theory", "combinatorics", "geometry"):
         sub = check_rows(out / "eval" / f"omni_math_{dom}.parquet", f"omni_math_{dom}", "test")
@@ -268,39 +275,41 @@ def test_omni_outputs(built):
     assert not any("\x0c" in r["reward_model"]["ground_truth"] for r in rows)
     log = logs["omni_math"]
     assert "WARNING" in log and "Omni-MATH-Rule subset" in log
-    assert "539 of 2821 rows fall outside" in log
+    assert f"{counts['other']} of {len(rows)} rows fall outside" in log
 
 
-def _expected_deepscaler_components():
+def _expected_deepscaler_components(raw_root: Path):
     recs = []
     for comp in ("aime", "math"):
-        recs += json.loads((RAW / "deepscaler/train_components" / f"{comp}.json").read_text())
+        recs += json.loads(raw(raw_root, f"deepscaler/train_components/{comp}.json").read_text())
     good = [r for r in recs if isinstance(r["answer"], str) and r["answer"].strip() and r["problem"].strip()]
     return len(recs), len(recs) - len(good), len(good) - len({r["problem"].strip() for r in good})
 
 
-def test_deepscaler_components(built):
+def test_deepscaler_components(built, raw_root, raw_kind):
     out, logs = built
-    n_raw, n_bad, n_dup = _expected_deepscaler_components()
-    assert (n_raw, n_bad, n_dup) == (975 + 7474, 4, 266)
+    n_raw, n_bad, n_dup = _expected_deepscaler_components(raw_root)
+    exp_raw, exp_bad, exp_dup, sources, bad_rows = EXPECTED[raw_kind]["deepscaler"]
+    assert (n_raw, n_bad, n_dup) == (exp_raw, exp_bad, exp_dup)
     rows = check_rows(out / "train" / "deepscaler.parquet", "deepscaler", "train")
-    assert len(rows) == n_raw - n_bad - n_dup == 8179
-    assert Counter(r["extra_info"]["source"] for r in rows) == {"aime": 975, "math": 7204}
+    assert len(rows) == n_raw - n_bad - n_dup
+    assert Counter(r["extra_info"]["source"] for r in rows) == sources
     log = logs["deepscaler"]
     assert "NOT the paper's DeepScaleR-Preview set" in log and "MISSING components: amc, omni_math, still" in log
-    assert "dropped 266 exact duplicate problems" in log
-    assert "malformed rows skipped: 4" in log
-    for row_no in (886, 1009, 5328, 5330):
+    assert f"dropped {n_dup} exact duplicate problems" in log
+    assert f"malformed rows skipped: {n_bad}" in log
+    for row_no in bad_rows:
         assert f"math.json row {row_no}:" in log
     aime_rows = [r for r in rows if r["extra_info"]["source"] == "aime"]
     assert max(r["extra_info"]["year"] for r in aime_rows) == 2023  # no AIME 2024/2025 overlap
     assert all(re.fullmatch(r"0|[1-9]\d*", r["reward_model"]["ground_truth"]) for r in aime_rows)
 
 
-def test_deepscaler_components_flag(tmp_path, capsys):
-    comp = raw("deepscaler/train_components")
+def test_deepscaler_components_flag(raw_root, raw_kind, tmp_path, capsys):
+    comp = raw(raw_root, "deepscaler/train_components")
     deepscaler.main(["--components", str(comp), "--out", str(tmp_path), "--no-dedupe"])
-    assert pq.ParquetFile(tmp_path / "deepscaler.parquet").metadata.num_rows == 8445
+    n_raw, n_bad, _dup, _sources, _rows = EXPECTED[raw_kind]["deepscaler"]
+    assert pq.ParquetFile(tmp_path / "deepscaler.parquet").metadata.num_rows == n_raw - n_bad
     assert "NOT the paper's" in capsys.readouterr().err
 
 
@@ -480,15 +489,14 @@ def test_modules_do_not_import_heavy_deps():
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
 
 
-@needs_raw
-def test_cli_module_invocation(tmp_path):
+def test_cli_module_invocation(raw_root, tmp_path):
     r = subprocess.run(
         [
             sys.executable,
             "-m",
             "recipe.arise.data_prep.aime25",
             "--local",
-            str(raw("aime25/test.jsonl")),
+            str(raw(raw_root, "aime25/test.jsonl")),
             "--out",
             str(tmp_path),
         ],
@@ -508,29 +516,21 @@ def test_cli_module_invocation(tmp_path):
     assert r.returncode == 2 and "error:" in r.stderr and "missing required column 'answer'" in r.stderr
 
 
-@needs_raw
-def test_prepare_all_local(tmp_path):
+def test_prepare_all_local(raw_root, raw_kind, tmp_path):
     env = dict(os.environ, DATA_DIR=str(tmp_path / "arise"), PYTHON=sys.executable)
     r = subprocess.run(
-        ["bash", str(REPO_ROOT / "data_prep" / "prepare_all.sh"), "--local", str(RAW)],
+        ["bash", str(REPO_ROOT / "data_prep" / "prepare_all.sh"), "--local", str(raw_root)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = {
-        "train/deepscaler.parquet": 8179,
-        "eval/aime24.parquet": 30,
-        "eval/aime25.parquet": 30,
-        "eval/amc23.parquet": 40,
-        "eval/math500.parquet": 500,
-        "eval/omni_math.parquet": 2821,
-        "eval/omni_math_algebra.parquet": 814,
-        "eval/omni_math_number_theory.parquet": 410,
-        "eval/omni_math_combinatorics.parquet": 457,
-        "eval/omni_math_geometry.parquet": 601,
-    }
+    exp = EXPECTED[raw_kind]
+    n_raw, n_bad, n_dup, _sources, _rows = exp["deepscaler"]
+    expected = {"train/deepscaler.parquet": n_raw - n_bad - n_dup}
+    expected.update({f"eval/{name}.parquet": n for name, n in exp["rows"].items()})
+    expected.update({f"eval/omni_math_{d}.parquet": exp["omni_domains"][d] for d in omni_math.DOMAINS})
     for rel, n in expected.items():
         p = tmp_path / "arise" / rel
         assert pq.ParquetFile(p).metadata.num_rows == n, rel
@@ -561,7 +561,7 @@ def _tiny_tokenizer():
     return fast
 
 
-def test_parquet_loads_with_verl_rlhf_dataset(built):
+def test_parquet_loads_with_verl_rlhf_dataset(built, raw_kind):
     try:
         from verl.utils.dataset.rl_dataset import RLHFDataset
     except Exception as e:  # verl / torch not installed
@@ -582,7 +582,8 @@ def test_parquet_loads_with_verl_rlhf_dataset(built):
         }
     )
     ds = RLHFDataset(data_files=files, tokenizer=_tiny_tokenizer(), config=cfg, processor=None)
-    assert len(ds) == 30 + 30 + 40 + 601
+    exp = EXPECTED[raw_kind]
+    assert len(ds) == sum(exp["rows"][n] for n in ("aime24", "aime25", "amc23")) + exp["omni_domains"]["geometry"]
     item = ds[0]
     assert item["data_source"] == "aime24"
     assert item["raw_prompt"][0]["role"] == "user" and item["raw_prompt"][0]["content"].endswith(INSTRUCTION)

@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from recipe.arise import grader as rw
 from recipe.arise import library as library_mod
-from recipe.arise import reward as rw
 from recipe.arise.data_prep import math500
 from recipe.arise.data_prep.common import run_main
 from recipe.arise.library import LibraryFormatError, SkillLibrary

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -228,3 +229,16 @@ def test_sigkill_during_library_log_writes_keeps_every_step_file_complete(tmp_pa
             state = df[(df["step"] == s) & (df["event"] == "state")]
             assert sorted(state["skill_id"]) == sorted(e.skill_id for e in lib.entries())
     assert n_files >= LOG_TRIALS // 4
+
+
+def test_atomic_writes_get_the_umask_permissions_not_mkstemps(tmp_path):
+    """A library written into a shared checkpoint folder is as readable as the model shards beside it."""
+    from recipe.arise.library import SkillLibrary
+
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "library.parquet"
+        SkillLibrary().save(path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    finally:
+        os.umask(old)

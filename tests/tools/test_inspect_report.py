@@ -1,10 +1,11 @@
 """Tests of the analysis tools: ``recipe.arise.inspect`` (library table) and ``recipe.arise.report``
-(HTML + PNG report), on a small synthetic run built here and, when present, on the real CPU smoke
-run in /tmp/smoke1."""
+(HTML + PNG report), on small synthetic runs built here.  The two "smoke run" tests take a real run
+folder instead when ``ARISE_SMOKE_DIR`` names one (e.g. the OUT_DIR of run_scripts/cpu_smoke_arise.sh)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -20,7 +21,6 @@ from recipe.arise.library_log import read_log, write_step_log
 from recipe.arise.skill import SkillDoc
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = Path("/tmp/smoke1")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TYPES = ("algebra", "geometry", "number_theory", "combinatorics")
 LONG_INSIGHT = "Write every quantity in terms of one unknown and reduce it all to a single equation"
@@ -406,42 +406,50 @@ def test_report_log_dir_options_and_errors(run, tmp_path, capsys):
     assert (run_copy / "report" / "library_size.png").is_file()
 
 
-# ----------------------------------------------------------------- the real smoke run
-
-needs_smoke = pytest.mark.skipif(
-    not (SMOKE / "checkpoints" / "arise" / "library_log").is_dir(), reason=f"no CPU smoke run output at {SMOKE}"
-)
+# ----------------------------------------------------------------- a whole run folder
 
 
-@needs_smoke
-def test_smoke_run_inspect(capsys):
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    """A run folder as the trainer leaves it: $ARISE_SMOKE_DIR when set, else a synthetic one
+    (8 steps, Phase II from step 5, checkpoints every 2 steps)."""
+    env = os.environ.get("ARISE_SMOKE_DIR")
+    if env:
+        root = Path(env)
+        assert (root / "checkpoints" / "arise" / "library_log").is_dir(), f"ARISE_SMOKE_DIR={env}: no library log"
+        return root
+    root = tmp_path_factory.mktemp("smoke")
+    build_run(root, steps=8, phase1=4)
+    return root
+
+
+def test_smoke_run_inspect(smoke, capsys):
     steps = sorted(
         int(p.name.split("_")[-1])
-        for p in (SMOKE / "checkpoints").glob("global_step_*")
+        for p in (smoke / "checkpoints").glob("global_step_*")
         if (p / "arise" / "library.parquet").is_file()
     )
-    lib = SkillLibrary.load(SMOKE / "checkpoints" / f"global_step_{steps[-1]}" / "arise" / "library.parquet")
-    rows = json_rows(capsys, SMOKE / "checkpoints", "--tier", "cache")
+    lib = SkillLibrary.load(smoke / "checkpoints" / f"global_step_{steps[-1]}" / "arise" / "library.parquet")
+    rows = json_rows(capsys, smoke / "checkpoints", "--tier", "cache")
     assert [r["id"] for r in rows] == lib.cache_ids()
-    rc, out, _ = cli(capsys, SMOKE)
+    rc, out, _ = cli(capsys, smoke)
     assert rc == 0 and all(sid in out for sid in lib.cache_ids())
 
 
-@needs_smoke
-def test_smoke_run_report(tmp_path):
-    out = rep.build_report(SMOKE, tmp_path)  # never writes into /tmp/smoke1
+def test_smoke_run_report(smoke, tmp_path):
+    out = rep.build_report(smoke, tmp_path)  # never writes into the run folder
     assert {"library_size", "events", "rates", "utility_distribution", "html"} <= set(out)
     for name, path in out.items():
         assert tmp_path in path.parents
         if name != "html":
             assert_valid_png(path)
     html = out["html"].read_text(encoding="utf-8")
-    df = rep.read_library_log(rep.find_log_dir(SMOKE))
+    df = rep.read_library_log(rep.find_log_dir(smoke))
     last = int(df["step"].max())
     final = df[(df["event"] == "state") & (df["step"] == last)]
     top = final.sort_values("utility", ascending=False).iloc[0]
     assert str(top["skill_name"]) in html and str(top["skill_id"]) in html
-    metrics, _ = rep.read_metrics(SMOKE / "metrics.jsonl")
+    metrics, _ = rep.read_metrics(smoke / "metrics.jsonl")
     phases = [metrics[s].get("arise/phase") for s in sorted(metrics)]
     if 1.0 in phases and 2.0 in phases:
         assert "Phase I/II boundary</th><td>x = " in html
