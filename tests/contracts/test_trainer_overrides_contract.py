@@ -1,0 +1,165 @@
+"""The private verl trainer methods recipe/arise/trainer.py overrides exist, with the signatures
+the overrides assume (ARISETrainer on verl's v1 ``PPOTrainerSync``):
+
+- every method ``ARISETrainer`` defines that verl's trainer also defines (``__init__``,
+  ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``, the
+  ``on_*`` hooks) takes the base's parameters (verl calls the override the way it calls its own),
+  and each ``super().name(...)`` call binds to the base's signature;
+- the replay buffer the override wraps (``_RecordingSampler``) has ``sample(global_steps,
+  partition_id, batch_size)`` and a ``poll_interval`` constructor parameter (default 2.0 s) that
+  ``arise.replay_poll_s`` replaces on the instance.
+
+Signatures come from the stack's verl source (AST, following the class bases through the
+modules' imports); on ``[cpu]`` they are also compared with ``inspect.signature`` of the
+installed classes, so the source reading itself is checked.
+"""
+
+import ast
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINER = REPO / "recipe" / "arise" / "trainer.py"
+BASE = ("verl.trainer.ppo.v1.trainer_sync", "PPOTrainerSync")
+REPLAY = ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer")
+REQUIRED = {"__init__", "_build_replay_buffer", "_load_checkpoint", "_save_checkpoint", "_compute_metrics"}
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def find_method(verl_parent: Path, module: str, cls: str, method: str) -> ast.FunctionDef | None:
+    """``method`` as the class ``module.cls`` resolves it, read from source (bases in MRO order)."""
+    tree = ast.parse((verl_parent / (module.replace(".", "/") + ".py")).read_text())
+    node = _class(tree, cls)
+    assert node is not None, f"{module} no longer defines {cls}"
+    if method in _methods(node):
+        return _methods(node)[method]
+    imported = {
+        alias.asname or alias.name: stmt.module
+        for stmt in tree.body
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("verl.")
+        for alias in stmt.names
+    }
+    for base in node.bases:
+        name = ast.unparse(base)
+        if _class(tree, name) is not None:
+            found = find_method(verl_parent, module, name, method)
+        elif name in imported:
+            found = find_method(verl_parent, imported[name], name, method)
+        else:
+            continue  # ABC, object, Generic[...]
+        if found is not None:
+            return found
+    return None
+
+
+_HAS_DEFAULT = object()
+
+
+def signature(fn: ast.FunctionDef) -> inspect.Signature:
+    a = fn.args
+    P = inspect.Parameter
+    positional = a.posonlyargs + a.args
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    params = [
+        P(
+            arg.arg,
+            P.POSITIONAL_ONLY if arg in a.posonlyargs else P.POSITIONAL_OR_KEYWORD,
+            default=P.empty if d is None else _HAS_DEFAULT,
+        )
+        for arg, d in zip(positional, defaults, strict=True)
+    ]
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    params += [
+        P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is None else _HAS_DEFAULT)
+        for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+    ]
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def shape(sig: inspect.Signature) -> list[tuple[str, object, bool]]:
+    return [(p.name, p.kind, p.default is not inspect.Parameter.empty) for p in sig.parameters.values()]
+
+
+def _arise() -> tuple[dict[str, ast.FunctionDef], list[ast.Call], dict[str, ast.FunctionDef]]:
+    tree = ast.parse(TRAINER.read_text())
+    trainer = _class(tree, "ARISETrainer")
+    super_calls = [
+        n
+        for n in ast.walk(trainer)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Call)
+        and ast.unparse(n.func.value.func) == "super"
+    ]
+    return _methods(trainer), super_calls, _methods(_class(tree, "_RecordingSampler"))
+
+
+def _verl_parent(stack) -> Path:
+    return stack.root("verl").parent
+
+
+def test_the_overridden_methods_exist_with_the_same_parameters(stack):
+    methods, _, _ = _arise()
+    overridden = {}
+    for name, fn in methods.items():
+        if any(ast.unparse(d) == "property" or ast.unparse(d).endswith(".setter") for d in fn.decorator_list):
+            continue
+        base = find_method(_verl_parent(stack), *BASE, name)
+        if base is not None:
+            overridden[name] = (fn, base)
+    assert REQUIRED <= set(overridden), f"verl's trainer no longer defines {sorted(REQUIRED - set(overridden))}"
+    for name, (fn, base) in overridden.items():
+        mine, theirs = shape(signature(fn)), shape(signature(base))
+        assert [p[:2] for p in mine] == [p[:2] for p in theirs], f"{name}: ARISE {mine}, verl {theirs}"
+        assert all(m[2] or not t[2] for m, t in zip(mine, theirs, strict=True)), f"{name}: verl's defaults {theirs}"
+
+
+def test_every_super_call_binds_to_the_base_signature(stack):
+    _, calls, _ = _arise()
+    assert {c.func.attr for c in calls} >= REQUIRED
+    for call in calls:
+        base = find_method(_verl_parent(stack), *BASE, call.func.attr)
+        assert base is not None, f"super().{call.func.attr}: verl's trainer no longer defines it"
+        assert not any(isinstance(a, ast.Starred) for a in call.args) and all(k.arg for k in call.keywords)
+        try:
+            signature(base).bind(object(), *call.args, **{k.arg: k.value for k in call.keywords})
+        except TypeError as exc:
+            pytest.fail(f"line {call.lineno}: {ast.unparse(call)} does not fit verl's {signature(base)}: {exc}")
+
+
+def test_the_replay_buffer_wrapper_matches_sample_and_poll_interval(stack):
+    _, _, wrapper = _arise()
+    sample = find_method(_verl_parent(stack), *REPLAY, "sample")
+    assert shape(signature(wrapper["sample"])) == shape(signature(sample))
+    init = signature(find_method(_verl_parent(stack), *REPLAY, "__init__"))
+    assert "poll_interval" in init.parameters
+    init_src = find_method(_verl_parent(stack), *REPLAY, "__init__")
+    named = [a.arg for a in init_src.args.args][-len(init_src.args.defaults) :]
+    defaults = dict(zip(named, init_src.args.defaults, strict=True))
+    assert ast.literal_eval(defaults["poll_interval"]) == 2.0
+
+
+def test_the_source_reading_agrees_with_inspect_on_the_installed_verl():
+    """Checks the reader above (one stack suffices: the same code reads the [gpu] wheel)."""
+    parent = Path(importlib.util.find_spec("verl").submodule_search_locations[0]).parent
+    trainer = getattr(importlib.import_module(BASE[0]), BASE[1])
+    buffer = getattr(importlib.import_module(REPLAY[0]), REPLAY[1])
+    for name in sorted(REQUIRED):
+        assert shape(signature(find_method(parent, *BASE, name))) == shape(inspect.signature(getattr(trainer, name)))
+    for name in ("__init__", "sample"):
+        assert shape(signature(find_method(parent, *REPLAY, name))) == shape(inspect.signature(getattr(buffer, name)))
+    assert inspect.signature(buffer.__init__).parameters["poll_interval"].default == 2.0
