@@ -3,10 +3,12 @@
 # Ablations (paper Table 2), each one switch:  ABLATION=binary_reward|random_selection|no_summary|no_gate
 # PRINT_OVERRIDES=1 prints the entry and overrides; SKIP_PREFLIGHT=1 skips recipe.arise.preflight.
 # CPU=1 layers run_scripts/cpu_env.sh on top (what run_scripts/cpu_smoke_arise.sh does).
+# PRESET=<name> adds run_scripts/presets/<name>.sh's overrides (before the command line's).
+# Checkpoints: checkpoints/arise_<model>/arise[_<ablation>][_<preset>] (EXPERIMENT, CKPT_DIR).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (e.g. Qwen/Qwen3-4B-Instruct-2507)}"
-EXPERIMENT=${EXPERIMENT:-arise${ABLATION:+_$ABLATION}}
+EXPERIMENT=${EXPERIMENT:-arise${ABLATION:+_$ABLATION}${PRESET:+_$PRESET}}
 case "${ABLATION:-}" in
   "") ABLATION_OVERRIDES=() ;;
   binary_reward) ABLATION_OVERRIDES=(arise.reward.binary=true) ;;
@@ -18,4 +20,5 @@ esac
 source "$HERE/common.sh"
 run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" \
   arise.phase1_steps=${PHASE1_STEPS:-500} \
-  ${ABLATION_OVERRIDES[@]+"${ABLATION_OVERRIDES[@]}"} "$@"
+  ${ABLATION_OVERRIDES[@]+"${ABLATION_OVERRIDES[@]}"} \
+  ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

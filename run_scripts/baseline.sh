@@ -7,7 +7,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH}"
 METHOD=${METHOD:-grpo}
-EXPERIMENT=${EXPERIMENT:-$METHOD}
+EXPERIMENT=${EXPERIMENT:-$METHOD${PRESET:+_$PRESET}} # checkpoints/arise_<model>/<method>[_<preset>]
 source "$HERE/common.sh"
 OVERLONG_BUFFER=${OVERLONG_BUFFER:-$((MAX_RESPONSE / 5))} # DAPO's L_cache / L_max = 4096 / 20480
 case "$METHOD" in
@@ -39,4 +39,5 @@ case "$METHOD" in
   *) echo "unknown METHOD=$METHOD (grpo|drgrpo|dapo|gspo)" >&2; exit 2 ;;
 esac
 run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" arise.enable=false \
-  ${METHOD_OVERRIDES[@]+"${METHOD_OVERRIDES[@]}"} "$@"
+  ${METHOD_OVERRIDES[@]+"${METHOD_OVERRIDES[@]}"} \
+  ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

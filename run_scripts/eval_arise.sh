@@ -3,10 +3,14 @@
 # Pass@1 averaged over K samples, ARISE active (the checkpoint's library, epsilon=0, the gate).
 # usage: MODEL_PATH=... CKPT=.../global_step_N run_scripts/eval_arise.sh [hydra overrides]
 #   K=32 DECODING=sampled|greedy SKILLS=true|false OUT=eval_out DATA_FILES="a.parquet b.parquet"
-#   LIBRARY=... LABEL=...; the engine settings (ROLLOUT, ATTN, GPUS_PER_NODE, TP, GPU_MEM_UTIL,
+#   LIBRARY=final|seeds|none|<file>: the checkpoint's library (default with CKPT) | the seed skills
+#   (default without) | no skills (as SKILLS=false) | a library.parquet or a skills.jsonl exported by
+#   `python -m recipe.arise.inspect RUN --export F`, with the checkpoint's weights. LABEL=...; the
+#   engine settings (ROLLOUT, ATTN, GPUS_PER_NODE, TP, GPU_MEM_UTIL,
 #   MAX_PROMPT, MAX_RESPONSE, MAX_MODEL_LEN, ...) are common.sh's, as in training.
 #   PRINT_OVERRIDES=1 prints the final entry and overrides; SKIP_PREFLIGHT=1 skips the preflight.
-#   CPU=1 layers run_scripts/cpu_env.sh on top (tests use it with the tiny model).
+#   CPU=1 layers run_scripts/cpu_env.sh on top (tests use it with the tiny model); PRESET=<name> as in
+#   training; VAL_BATCH questions per validation batch (data.val_batch_size, common.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (the base model the checkpoint was trained from)}"
@@ -22,4 +26,5 @@ ARGS=(--model "$MODEL_PATH" --data "${DATA[@]}" --k "${K:-32}" --decoding "${DEC
 [ "${SKIP_PREFLIGHT:-0}" = 1 ] && ARGS+=(--skip-preflight)
 # evaluate.py owns the evaluation keys (data files, val_kwargs, val_only, resume, logger, output
 # folders); the engine settings come from common.sh, as in training
-exec "$PYTHON" -m recipe.arise.evaluate "${ARGS[@]}" -- "${EVAL_OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m recipe.arise.evaluate "${ARGS[@]}" -- "${EVAL_OVERRIDES[@]}" \
+  ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

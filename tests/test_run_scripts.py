@@ -39,6 +39,22 @@ CASES = [
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
+    ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
+]
+# every training script with its defaults: each must get a checkpoint folder of its own
+TRAINING = [
+    ("qwen3_4b_arise.sh", {}),
+    ("phi4_mini_arise.sh", {}),
+    *[("arise.sh", {"ABLATION": a, "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}) for a in ("no_gate", "no_summary")],
+    *[
+        ("baseline.sh", {"METHOD": m, "MODEL_PATH": p})
+        for m in ("grpo", "drgrpo", "dapo", "gspo")
+        for p in ("Qwen/Qwen3-4B-Instruct-2507", "microsoft/Phi-4-mini-instruct")
+    ],
+    ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
+    ("gpu_check.sh", {"MODEL_PATH": "microsoft/Phi-4-mini-instruct", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
 ]
 IDS = [f"{s}-{'-'.join(v for k, v in e.items() if k not in ('PYTHON', 'OUT_DIR', 'CKPT'))}" for s, e in CASES]
 
@@ -85,20 +101,150 @@ def test_final_config_passes_verl_validation(script, env, composed):
     assert rollout.max_model_len >= cfg.data.max_prompt_length + cfg.data.max_response_length
     budget = preflight.length_budget(cfg)
     assert rollout.max_model_len >= max(budget.values())  # the skill-injected prompt, scoring, summary
-    assert preflight.attention_backend(cfg) in preflight.README_GPU_ATTENTION
+    assert preflight.attention_backend(cfg) == EXPECTED_ATTENTION or env.get("CPU") == "1"
     assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"  # the engine the CPU end-to-end run exercises
+    assert cfg.data.val_batch_size == 128  # bounded, for training's validation and the evaluation
+
+
+# ATTN=auto: flash_attention_2 (packed) where flash_attn imports in the run's python, else sdpa (padded)
+FLASH = subprocess.run([sys.executable, "-c", "import flash_attn"], capture_output=True).returncode == 0
+EXPECTED_ATTENTION = "flash_attention_2" if FLASH else "sdpa"
+
+
+@pytest.mark.parametrize(
+    "script,env", TRAINING, ids=[f"{s}-{'-'.join(v for k, v in e.items() if k != 'PYTHON')}" for s, e in TRAINING]
+)
+def test_training_run_folder(script, env, composed):
+    """Bounded retention, the metrics file per run passed to Ray, the run's settings-check inputs."""
+    _, overrides, cfg = composed(script, env)
+    keep = cfg.trainer.max_actor_ckpt_to_keep
+    assert keep is not None and 1 <= keep <= 3
+    metrics = cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH
+    folder = cfg.trainer.default_local_dir
+    assert os.path.isabs(metrics) and os.path.isabs(folder)
+    if script != "cpu_smoke_arise.sh":
+        assert metrics == f"{folder}/metrics.jsonl"  # per run, next to its checkpoints
+    else:
+        assert os.path.dirname(metrics) == os.path.dirname(folder)  # OUT_DIR/metrics.jsonl, OUT_DIR/checkpoints
+    findings = preflight.check_run_folder(cfg)
+    assert not [f for f in findings if f.level != "OK"], [f.line() for f in findings]
+
+
+def test_every_training_run_has_its_own_checkpoint_folder(composed):
+    folders = {}
+    for script, env in TRAINING:
+        _, _, cfg = composed(script, env)
+        folders.setdefault(cfg.trainer.default_local_dir, []).append((script, env))
+    shared = {k: v for k, v in folders.items() if len(v) > 1}
+    assert not shared, shared
+    _, _, qwen = composed("qwen3_4b_arise.sh", {})
+    _, _, grpo = composed("baseline.sh", {"METHOD": "grpo", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"})
+    _, _, phi = composed("baseline.sh", {"METHOD": "grpo", "MODEL_PATH": "microsoft/Phi-4-mini-instruct"})
+    assert qwen.trainer.default_local_dir.endswith("/checkpoints/arise_qwen3_4b/arise")  # README's path
+    assert grpo.trainer.default_local_dir.endswith("/checkpoints/arise_qwen3_4b/grpo")
+    assert phi.trainer.default_local_dir.endswith("/checkpoints/arise_phi4_mini/grpo")
+
+
+def test_phi4_mini_stays_within_its_original_rope_positions(composed):
+    """LongRoPE: every Phi-4-mini run (ARISE, baseline, evaluation) keeps max_model_len <= 4096."""
+    phi = {"MODEL_PATH": "microsoft/Phi-4-mini-instruct"}
+    for script, env in (
+        ("phi4_mini_arise.sh", {}),
+        ("baseline.sh", {"METHOD": "dapo", **phi}),
+        ("eval_arise.sh", {**EVAL, **phi}),
+        ("gpu_check.sh", {**phi, **PY}),
+    ):
+        _, _, cfg = composed(script, env)
+        assert cfg.actor_rollout_ref.rollout.max_model_len == 4096, script
+        assert cfg.data.max_response_length == 2816 and cfg.data.max_prompt_length == 1024
+    config = {"rope_scaling": {"type": "longrope"}, "original_max_position_embeddings": 4096}
+    _, _, cfg = composed("phi4_mini_arise.sh", {})
+    assert [f.level for f in preflight.check_longrope(cfg, config)] == ["OK"]
+    _, _, cfg = composed("phi4_mini_arise.sh", {"MAX_RESPONSE": "4096"})
+    assert [f.level for f in preflight.check_longrope(cfg, config)] == ["ERROR"]
+
+
+def test_gpu_check_composes_like_the_training_scripts(composed):
+    _, overrides, cfg = composed("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY})
+    _, train_overrides, _ = composed("qwen3_4b_arise.sh", {})
+    keys = lambda overrides: {o.split("=", 1)[0].lstrip("+") for o in overrides}  # noqa: E731
+    assert keys(train_overrides) <= keys(overrides)
+    assert cfg.trainer.total_training_steps == 10 and cfg.arise.phase1_steps == 1  # Phase II from step 2
+    assert cfg.trainer.save_freq == 10 and cfg.trainer.max_actor_ckpt_to_keep == 1
+    assert cfg.trainer.resume_mode == "disable" and cfg.trainer.test_freq == -1
+    assert cfg.trainer.default_local_dir.endswith("/checkpoints/arise_qwen3_4b/gpu_check")
+    assert cfg.data.train_batch_size == 64 and cfg.trainer.n_gpus_per_node == 8  # the user's settings
+
+
+def test_preset_overrides_come_after_the_script_and_before_the_command_line(tmp_path):
+    presets = SCRIPTS / "presets"
+    name = f"test_{os.getpid()}"
+    preset = presets / f"{name}.sh"
+    preset.write_text(
+        ': "${MAX_RESPONSE:=2048}"\nPRESET_OVERRIDES=(arise.selection.gate=0.5 arise.selection.epsilon=0.2)\n'
+    )
+    try:
+        env = _clean_env({"MODEL_PATH": "m", "PRESET": name, "ABLATION": "no_gate"})
+        _, overrides = preflight.script_overrides(SCRIPTS / "arise.sh", ["arise.selection.epsilon=0.3"], env=env)
+        assert overrides.index("arise.selection.use_gate=false") < overrides.index("arise.selection.gate=0.5")
+        assert overrides[-1] == "arise.selection.epsilon=0.3"
+        cfg = preflight.compose("recipe.arise.main_arise", overrides)
+        assert cfg.arise.selection.gate == 0.5 and cfg.arise.selection.epsilon == 0.3
+        assert cfg.data.max_response_length == 2048  # an environment default of the preset
+        assert cfg.trainer.default_local_dir.endswith(f"/arise_m/arise_no_gate_{name}")  # its own folder
+        _, base = preflight.script_overrides(
+            SCRIPTS / "baseline.sh", env=_clean_env({"MODEL_PATH": "m", "PRESET": name})
+        )
+        assert "arise.selection.gate=0.5" in base
+    finally:
+        preset.unlink()
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / "arise.sh")],
+        env=_clean_env({"MODEL_PATH": "m", "PRESET": "no_such_preset", "PRINT_OVERRIDES": "1"}),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "run_scripts/presets/no_such_preset.sh" in proc.stderr
+
+
+def test_metrics_of_an_earlier_launch_are_moved_aside(tmp_path):
+    """verl's file logger truncates its file: run_main moves a non-empty one to the next launch part."""
+    metrics = tmp_path / "metrics.jsonl"
+    script = (
+        f'source "{SCRIPTS}/common.sh" >/dev/null\n'
+        f"for i in 1 2 3; do rotate_metrics {metrics}\n"
+        f'  printf \'{{"step": %d, "data": {{}}}}\\n\' $i > {metrics}\n'
+        "done\n"
+        f"rotate_metrics {tmp_path}/none.jsonl\n"
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script], env=_clean_env({"MODEL_PATH": "m", **PY}), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "metrics.jsonl",
+        "metrics.launch1.jsonl",
+        "metrics.launch2.jsonl",
+    ]
+    assert json.loads((tmp_path / "metrics.launch1.jsonl").read_text())["step"] == 1
+    from recipe.arise.report import read_metrics
+
+    rows, _ = read_metrics(metrics)
+    assert sorted(rows) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("script,env", [c for c in CASES if c[0] != "cpu_smoke_arise.sh" and "CPU" not in c[1]])
 def test_gpu_settings(script, env, composed):
     _, _, cfg = composed(script, env)
     assert cfg.data.train_batch_size == 64 and cfg.trainer.n_gpus_per_node == 8
-    assert cfg.actor_rollout_ref.rollout.max_model_len == 1024 + 256 + 4096
-    assert cfg.actor_rollout_ref.model.use_remove_padding is False  # sdpa pads (docs/gpu.md)
+    phi4 = script == "phi4_mini_arise.sh"  # LongRoPE: within its 4,096 original positions (docs/gpu.md)
+    assert cfg.actor_rollout_ref.rollout.max_model_len == (4096 if phi4 else 1024 + 256 + 4096)
+    assert cfg.actor_rollout_ref.model.use_remove_padding is FLASH  # sdpa pads, flash-attn packs (docs/gpu.md)
     if script == "eval_arise.sh":
         return
     assert cfg.actor_rollout_ref.rollout.n == 8
-    assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.total_training_steps == 2000
+    steps = 10 if script == "gpu_check.sh" else 2000
+    assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.total_training_steps == steps
     assert cfg.actor_rollout_ref.actor.optim.lr_warmup_steps == 50
     assert cfg.algorithm.filter_groups.enable  # the same dynamic sampling for ARISE and every baseline
 
@@ -384,7 +530,8 @@ def test_preflight_cli_on_the_paper_script(tmp_path):
     for name in ("train/deepscaler", "eval/aime24", "eval/aime25", "eval/amc23"):
         (data / f"{name}.parquet").parent.mkdir(parents=True, exist_ok=True)
         (data / f"{name}.parquet").touch()
-    env = {"MODEL_PATH": str(model), "DATA_DIR": str(data)}
+    # SAVE_FREQ=-1: no checkpoint, so that the disk check does not depend on this machine's free space
+    env = {"MODEL_PATH": str(model), "DATA_DIR": str(data), "CKPT_DIR": str(tmp_path / "ckpt"), "SAVE_FREQ": "-1"}
     proc, _ = _preflight_cli(["--gpu-mem-gib", "80", "run_scripts/qwen3_4b_arise.sh"], env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "memory per GPU (80.0 GiB" in proc.stdout and "verdict: OK" in proc.stdout

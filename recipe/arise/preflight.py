@@ -2,7 +2,9 @@
 
     python -m recipe.arise.preflight run_scripts/qwen3_4b_arise.sh [hydra overrides]
     python -m recipe.arise.preflight recipe.arise.main_arise OVERRIDE ...     (what the scripts call)
-    options, before the script: --gpu-mem-gib N (default: nvidia-smi, else 80 assumed), --no-paths
+    options, before the script: --gpu-mem-gib N (default: nvidia-smi, else 80 assumed), --no-paths,
+    --brief (only what is not OK, and the verdict), --record (run_main: save the run's settings in its
+    checkpoint folder, run_config.yaml, when the verdict is not ERROR)
 
 The run scripts call it first (``run_scripts/common.sh: run_main``; ``recipe.arise.evaluate``)
 unless ``SKIP_PREFLIGHT=1``. It never touches CUDA or Ray: it composes the hydra config exactly as
@@ -14,8 +16,13 @@ the run uses, ``rollout.max_model_len`` covering prompt + response and the ARISE
 actor attention backend that is installed), the data and checkpoint paths, and the model's
 ``config.json`` when it is reachable without network (a local folder or the Hugging Face cache).
 From the model shape it prints a per-GPU memory estimate (actor under FSDP, vLLM weights and KV
-cache) with a verdict. Exit status 1 on any ERROR. ``tests/test_run_scripts.py`` runs the same
-functions on every script's final config.
+cache) with a verdict. The run's folder: a bounded checkpoint retention, a metrics file verl does not
+truncate across launches, a bounded validation batch, free disk for the checkpoints kept, LongRoPE
+models whose rollout engine and actor would use different RoPE factors, and the checkpoint a run
+would resume: its step, and the ``arise.*`` / ``algorithm.*`` settings it was written with, compared
+with this launch's (a difference is an ERROR; ``ARISE_ALLOW_CONFIG_CHANGE=1`` continues anyway).
+Exit status 1 on any ERROR. ``tests/test_run_scripts.py`` and ``tests/tools/test_preflight_checks.py``
+run the same functions on every script's final config.
 """
 
 from __future__ import annotations
@@ -51,6 +58,39 @@ ROLLOUT_PACKAGES = {"vllm": "vllm", "sglang": "sglang"}
 SKILL_ROOM = 256  # "SKILL:{json}\n" with a <= 220-char skill document
 SUMMARY_TEMPLATE_TOKENS = 300  # Figure-4 summary prompt + chat template
 CHARS_PER_TOKEN = 3  # a rough bound for clipped traces (math text)
+
+# Checkpoints: verl's FSDP checkpoint holds the fp32 model and AdamW's two fp32 moments (actor
+# checkpoint.save_contents model, optimizer; + a bf16 copy with hf_model)
+MODEL_BYTES_PER_PARAM, ADAMW_BYTES_PER_PARAM, HF_BYTES_PER_PARAM = 4, 8, 2
+# Resume: the settings a checkpoint's run must share with the run that continues it. Whole sections,
+# minus the keys that change how fast or how often, not what is learned.
+RESUME_SECTIONS = ("arise", "algorithm")
+RESUME_KEYS = (
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "actor_rollout_ref.actor.loss_agg_mode",
+    "actor_rollout_ref.actor.clip_ratio_low",
+    "actor_rollout_ref.actor.clip_ratio_high",
+    "actor_rollout_ref.rollout.n",
+    "data.train_batch_size",
+    "reward.reward_manager.name",
+)
+RESUME_EXEMPT = (
+    "arise.log_dir",
+    "arise.replay_poll_s",
+    "arise.selection.scoring_timeout_s",
+    "arise.selection.scoring_prefix_cache",
+    "arise.summary.timeout_s",
+    "arise.summary.stream",
+    "arise.reward.timeout_s",
+    "arise.ig.",
+    "arise.validation.",
+)
+RUN_CONFIG = "run_config.yaml"  # the checkpoint folder's settings, written by the preflight at launch
+STEP_CONFIG = os.path.join("arise", "config.yaml")  # global_step_N's own settings, when the trainer saves them
+ALLOW_CONFIG_CHANGE = "ARISE_ALLOW_CONFIG_CHANGE"
+ALLOW_LONGROPE = "ARISE_ALLOW_LONGROPE"
+BRIEF_PREFIXES = tuple(f"[preflight] {x}" for x in ("WARNING", "ERROR", "INFO", "verdict"))
 
 DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4, "fp32": 4, "float": 4}
 
@@ -295,7 +335,9 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         ("lengths", lambda: _check_lengths(cfg)),
         ("train_manager", lambda: _check_manager_response(cfg)),
         ("backends", lambda: _check_backends(cfg, check_runtime)),
+        ("run folder", lambda: check_run_folder(cfg)),
         ("paths", lambda: _check_paths(cfg) if check_paths else []),
+        ("resume", lambda: check_resume(cfg) if check_paths else []),
     ):
         try:
             findings += check()
@@ -375,7 +417,11 @@ def _check_backends(cfg, check_runtime: bool) -> list[Finding]:
         fix = (
             f"ATTN=sdpa (++actor_rollout_ref.model.override_config.attn_implementation=sdpa), or pip install {package}"
         )
-    findings.append(Finding(level, f"actor attention {attn} ({where}), use_remove_padding={remove_padding}", fix))
+    layout = "packed micro-batches" if remove_padding else "padded micro-batches"
+    detail = f"actor attention {attn} with {layout} (use_remove_padding={remove_padding}; {where})"
+    if attn in ("sdpa", "eager") and check_runtime and importlib.util.find_spec("flash_attn") is None:
+        detail += "; flash-attn is not installed: docs/gpu.md gives its install for the packed path"
+    findings.append(Finding(level, detail, fix))
     if attn in ("sdpa", "eager") and remove_padding:
         findings.append(
             Finding(
@@ -423,6 +469,15 @@ def _check_paths(cfg) -> list[Finding]:
         folder = str(trainer.get("resume_from_path") or "")
         if not folder or not os.path.isdir(folder):
             findings.append(Finding("ERROR", f"checkpoint folder not found: {folder!r}", "CKPT=<.../global_step_N>"))
+        elif not os.path.isdir(os.path.join(folder, "actor")):
+            findings.append(
+                Finding(
+                    "ERROR",
+                    f"{folder} holds no actor/ (verl's retention, trainer.max_actor_ckpt_to_keep, removed it; the "
+                    "step's arise/library.parquet and data.pt stay)",
+                    "a kept step: the newest global_step_N folders of the run",
+                )
+            )
         elif _select(cfg, "arise.enable") and not os.path.exists(os.path.join(folder, "arise", "library.parquet")):
             findings.append(
                 Finding(
@@ -437,6 +492,328 @@ def _check_paths(cfg) -> list[Finding]:
     if load_from and not os.path.exists(str(load_from)):
         findings.append(Finding("ERROR", f"arise.library.load_from not found: {load_from}"))
     return findings
+
+
+# ------------------------------------------------------------------------------------------ run folder
+def _flat(node, prefix: str) -> dict[str, object]:
+    """``{dotted.key: value}`` of a config section, interpolations resolved where they resolve."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if not isinstance(node, DictConfig | ListConfig):
+        return {prefix: node}
+    try:
+        data = OmegaConf.to_container(node, resolve=True)
+    except Exception:  # an interpolation that needs the whole config: keep it as written
+        data = OmegaConf.to_container(node, resolve=False)
+    out: dict[str, object] = {}
+
+    def walk(value, key):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}")
+        else:
+            out[key] = value
+
+    walk(data, prefix)
+    return out
+
+
+def resume_settings(cfg) -> dict[str, object]:
+    """The settings a resumed checkpoint must share with this run (RESUME_SECTIONS, RESUME_KEYS)."""
+    out: dict[str, object] = {}
+    for section in RESUME_SECTIONS:
+        node = _select(cfg, section)
+        if node is not None:
+            out.update(_flat(node, section))
+    for key in RESUME_KEYS:
+        out[key] = _flat(_select(cfg, key), key)[key] if _select(cfg, key) is not None else None
+    return {k: v for k, v in out.items() if not any(k == e or k.startswith(e) for e in RESUME_EXEMPT)}
+
+
+def setting_changes(saved: dict, now: dict) -> list[str]:
+    """``key: old -> new`` for every setting that differs (a key only one side has counts)."""
+    missing = object()
+    return [
+        f"{k}: {saved.get(k, missing) if k in saved else '(unset)'} -> {now[k] if k in now else '(unset)'}"
+        for k in sorted(set(saved) | set(now))
+        if saved.get(k, missing) != now.get(k, missing)
+    ]
+
+
+def checkpoint_root(cfg) -> Path:
+    return Path(os.path.abspath(str(cfg.trainer.default_local_dir)))
+
+
+def latest_checkpoint(root: str | os.PathLike) -> tuple[int, Path] | None:
+    """The step verl's ``resume_mode=auto`` resumes (``latest_checkpointed_iteration.txt``), None for none."""
+    tracker = Path(root) / "latest_checkpointed_iteration.txt"
+    try:
+        step = int(tracker.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    folder = Path(root) / f"global_step_{step}"
+    return (step, folder) if folder.is_dir() else None
+
+
+def saved_settings(root: Path, folder: Path) -> tuple[dict | None, str]:
+    """The settings the checkpoint was written with: the step's own config (when the trainer saved
+    one), else the folder's run_config.yaml (the preflight's record of the last launch)."""
+    from omegaconf import OmegaConf
+
+    for path in (folder / STEP_CONFIG, root / RUN_CONFIG):
+        if path.is_file():
+            try:
+                return resume_settings(OmegaConf.load(path)), str(path)
+            except Exception as error:  # a damaged record: say so, compare nothing
+                return None, f"{path} (unreadable: {type(error).__name__}: {error})"
+    return None, ""
+
+
+def check_resume(cfg) -> list[Finding]:
+    """What this launch resumes, and whether its settings match the checkpoint's."""
+    trainer = cfg.trainer
+    if trainer.get("val_only", False):
+        return []
+    root = checkpoint_root(cfg)
+    mode = str(trainer.get("resume_mode", "auto"))
+    if mode == "resume_path":
+        folder = Path(os.path.abspath(str(trainer.get("resume_from_path") or "")))
+        try:
+            step = int(folder.name.split("global_step_")[-1])
+        except ValueError:
+            return [Finding("ERROR", f"trainer.resume_from_path {folder}: not a global_step_N folder")]
+    else:
+        found = latest_checkpoint(root)
+        if mode == "disable":
+            if found:
+                return [
+                    Finding(
+                        "INFO",
+                        f"trainer.resume_mode=disable: starts from step 0 in {root}, which holds global_step_"
+                        f"{found[0]} (its steps are written again)",
+                    )
+                ]
+            return []
+        if found is None:
+            return [Finding("OK", f"checkpoints: {root} holds none, a new run from step 0")]
+        step, folder = found
+    total = trainer.get("total_training_steps")
+    saved, source = saved_settings(root, folder)
+    findings = [
+        Finding(
+            "INFO",
+            f"resume: {folder} (step {step} of {total})"
+            + (f", written with the settings in {source}" if source else ", whose settings were not recorded"),
+        )
+    ]
+    if saved is None:
+        return findings
+    changes = setting_changes(saved, resume_settings(cfg))
+    if not changes:
+        findings.append(Finding("OK", "resume: arise.*, algorithm.*, model, loss and batch settings unchanged"))
+        return findings
+    allowed = os.environ.get(ALLOW_CONFIG_CHANGE) == "1"
+    findings.append(
+        Finding(
+            "WARNING" if allowed else "ERROR",
+            f"resume: {len(changes)} setting(s) differ from the checkpoint's run: " + "; ".join(changes[:12]),
+            f"{ALLOW_CONFIG_CHANGE}=1 set: continuing with the new settings"
+            if allowed
+            else f"a new run in its own folder (EXPERIMENT=<name> or CKPT_DIR=<dir>), or {ALLOW_CONFIG_CHANGE}=1 to "
+            "continue this checkpoint with the new settings",
+        )
+    )
+    return findings
+
+
+def check_run_folder(cfg) -> list[Finding]:
+    """Checkpoint retention, the metrics file, the validation batch (config only)."""
+    findings = []
+    trainer = cfg.trainer
+    if not trainer.get("val_only", False) and int(trainer.get("save_freq", -1) or -1) > 0:
+        keep = trainer.get("max_actor_ckpt_to_keep", None)
+        if keep is None or int(keep) <= 0:
+            total, freq = trainer.get("total_training_steps") or 0, int(trainer.save_freq)
+            findings.append(
+                Finding(
+                    "WARNING",
+                    f"trainer.max_actor_ckpt_to_keep unset: every checkpoint is kept (up to {int(total) // freq}, "
+                    "each ~12 bytes/param)",
+                    "KEEP_CKPTS=3 (trainer.max_actor_ckpt_to_keep)",
+                )
+            )
+        else:
+            findings.append(Finding("OK", f"checkpoint retention: the newest {int(keep)} (verl removes their actor/)"))
+    logger = trainer.get("logger", [])
+    loggers = [str(x) for x in (logger if not isinstance(logger, str) else [logger])]
+    if "file" in loggers and not trainer.get("val_only", False):
+        env = _select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars") or {}
+        path = env.get("VERL_FILE_LOGGER_PATH") if hasattr(env, "get") else None
+        if not path:
+            findings.append(
+                Finding(
+                    "WARNING",
+                    "metrics: verl's file logger writes <cwd>/<project>/<experiment>.jsonl and truncates it at every "
+                    "launch (a resume loses the earlier steps' metrics)",
+                    "VERL_FILE_LOGGER_PATH (run_scripts/common.sh sets it and moves an earlier launch's file aside)",
+                )
+            )
+        else:
+            findings.append(Finding("OK", f"metrics: {path} (an earlier launch's file is moved to *.launchN.jsonl)"))
+    validates = (
+        trainer.get("val_only", False)
+        or trainer.get("val_before_train", False)
+        or (int(trainer.get("test_freq", -1) or -1) > 0)
+    )
+    if validates:
+        batch = _select(cfg, "data.val_batch_size")
+        if batch is None:
+            findings.append(
+                Finding(
+                    "WARNING",
+                    "data.val_batch_size unset: verl validates the whole validation set as one batch "
+                    "(x val_kwargs.n samples at once)",
+                    "VAL_BATCH=128 (data.val_batch_size)",
+                )
+            )
+        else:
+            findings.append(Finding("OK", f"validation batch: {int(batch)} questions"))
+    return findings
+
+
+def checkpoint_bytes(cfg, num_params: int) -> int:
+    """One saved actor checkpoint (FSDP: fp32 model + AdamW m, v; + the bf16 HF model when saved)."""
+    contents = _select(cfg, "actor_rollout_ref.actor.checkpoint.save_contents") or ["model", "optimizer", "extra"]
+    per_param = MODEL_BYTES_PER_PARAM * ("model" in contents) + ADAMW_BYTES_PER_PARAM * ("optimizer" in contents)
+    per_param += HF_BYTES_PER_PARAM if "hf_model" in contents else 0
+    return int(num_params * per_param)
+
+
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for base, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(base, name))
+    return total
+
+
+def check_disk(cfg, num_params: int, free_bytes: int | None = None) -> list[Finding]:
+    """Free disk for the checkpoints this launch writes and keeps."""
+    trainer = cfg.trainer
+    freq = int(trainer.get("save_freq", -1) or -1)
+    if trainer.get("val_only", False) or freq <= 0:
+        return []
+    root = checkpoint_root(cfg)
+    total = int(trainer.get("total_training_steps") or 0)
+    found = latest_checkpoint(root) if str(trainer.get("resume_mode", "auto")) == "auto" else None
+    start = found[0] if found else 0
+    saves = len({s for s in range(start + 1, total + 1) if s % freq == 0} | ({total} if total > start else set()))
+    keep = trainer.get("max_actor_ckpt_to_keep", None)
+    keep = int(keep) if keep is not None and int(keep) > 0 else saves
+    # verl removes an old one before saving when keeping >= 2, after saving when keeping 1
+    peak = min(saves, keep + 1 if keep == 1 else keep)
+    one = checkpoint_bytes(cfg, num_params)
+    need = peak * one
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free if free_bytes is None else free_bytes
+    findings = []
+    earlier = sorted(p for p in root.glob("global_step_*/actor") if p.is_dir()) if root.is_dir() else []
+    if earlier:
+        findings.append(
+            Finding(
+                "INFO",
+                f"{len(earlier)} earlier checkpoint(s) with actor/ in {root} ({_dir_bytes(root) / GiB:.1f} GiB): "
+                "verl's retention counts only this launch's saves, so these stay until you delete their actor/",
+            )
+        )
+    what = (
+        f"disk: {peak} checkpoint(s) of ~{one / GiB:.1f} GiB kept at once ({num_params / 1e9:.2f} B params "
+        f"x {one // max(num_params, 1)} bytes), {free / GiB:.1f} GiB free on {probe}"
+    )
+    if free < need:
+        findings.append(
+            Finding(
+                "ERROR",
+                what + ": the save fails part-way",
+                "free space, CKPT_DIR=<a larger disk>, or KEEP_CKPTS=1 / a larger SAVE_FREQ",
+            )
+        )
+    else:
+        findings.append(Finding("OK", what))
+    return findings
+
+
+def longrope(config: dict) -> int | None:
+    """original_max_position_embeddings of a LongRoPE model's ``config.json``, else None."""
+    text = config.get("text_config") or config
+    rope = text.get("rope_scaling") or text.get("rope_parameters") or {}
+    if not isinstance(rope, dict) or (rope.get("rope_type") or rope.get("type")) != "longrope":
+        return None
+    original = rope.get("original_max_position_embeddings") or text.get("original_max_position_embeddings")
+    return int(original) if original else None
+
+
+def check_longrope(cfg, config: dict) -> list[Finding]:
+    """vLLM picks LongRoPE's long factors for every position once max_model_len exceeds the original
+    positions (vllm Phi3LongRoPEScaledRotaryEmbedding: use_long_rope); transformers picks them per
+    forward, only when the sequence is longer (modeling_rope_utils: longrope_frequency_update). Above
+    the original length the actor's micro-batches of shorter sequences use the short ones: the
+    rollouts and the update then come from two different policies."""
+    original = longrope(config)
+    if original is None:
+        return []
+    max_len = _select(cfg, "actor_rollout_ref.rollout.max_model_len")
+    if max_len is not None and int(max_len) <= original:
+        return [
+            Finding(
+                "OK",
+                f"LongRoPE (original_max_position_embeddings {original}): max_model_len {max_len} keeps vLLM and the "
+                "actor on the short factors",
+            )
+        ]
+    correction = _select(cfg, "algorithm.rollout_correction") or {}
+    corrected = bool(correction.get("rollout_is") or correction.get("rollout_rs")) if correction else False
+    allowed = os.environ.get(ALLOW_LONGROPE) == "1"
+    prompt = int(cfg.data.max_prompt_length)
+    return [
+        Finding(
+            "WARNING" if corrected or allowed else "ERROR",
+            f"LongRoPE (original_max_position_embeddings {original}) with rollout.max_model_len {max_len}: vLLM uses "
+            f"the long factors at every position, the actor the short ones for micro-batches of <= {original} tokens, "
+            "so rollouts and updates come from different policies (training/rollout_probs_diff_*)"
+            + (" - verl's rollout correction reweights them" if corrected else ""),
+            f"MAX_MODEL_LEN<={original} (MAX_RESPONSE={original - prompt - SKILL_ROOM} with MAX_PROMPT={prompt}; "
+            f"the phi4_mini profile of run_scripts/common.sh), or algorithm.rollout_correction.rollout_is=token, "
+            f"or {ALLOW_LONGROPE}=1 to run as is",
+        )
+    ]
+
+
+def record_launch(cfg, out=None) -> Path | None:
+    """Save this launch's config as the checkpoint folder's run_config.yaml (what a later resume is
+    compared with) and append a line to its launches.jsonl."""
+    from omegaconf import OmegaConf
+
+    if cfg.trainer.get("val_only", False):
+        return None
+    root = checkpoint_root(cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / RUN_CONFIG
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except Exception:
+        data = OmegaConf.to_container(cfg, resolve=False)
+    tmp = path.with_suffix(".yaml.tmp")
+    OmegaConf.save(OmegaConf.create(data), tmp)
+    os.replace(tmp, path)
+    found = latest_checkpoint(root) if str(cfg.trainer.get("resume_mode", "auto")) == "auto" else None
+    with open(root / "launches.jsonl", "a", encoding="utf-8") as f:
+        line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "resumed_step": found[0] if found else 0}
+        f.write(json.dumps(line) + "\n")
+    return path
 
 
 # ------------------------------------------------------------------------------------------ model
@@ -715,13 +1092,23 @@ def _count(n: int) -> str:
 
 
 def run_preflight(
-    entry: str, overrides: list[str], gpu_mem_gib: float | None = None, check_paths: bool = True, out=None
+    entry: str,
+    overrides: list[str],
+    gpu_mem_gib: float | None = None,
+    check_paths: bool = True,
+    out=None,
+    brief: bool = False,
+    record: bool = False,
 ) -> int:
-    """Compose, check and estimate; print the report; 0 when nothing is an ERROR."""
+    """Compose, check and estimate; print the report; 0 when nothing is an ERROR. ``brief``: print
+    only the findings that are not OK and the verdict; ``record``: when the verdict is not ERROR,
+    save the config in the checkpoint folder (:func:`record_launch`)."""
     out = out or sys.stdout
     started = time.time()
 
     def say(text):
+        if brief and not text.startswith(BRIEF_PREFIXES):
+            return
         print(text, file=out, flush=True)
 
     try:
@@ -753,6 +1140,9 @@ def run_preflight(
                 f"{shape.num_kv_heads} KV heads x {shape.head_dim}",
             )
         )
+        findings += check_longrope(cfg, config)
+        if check_paths:
+            findings += check_disk(cfg, shape.num_params)
         max_len = cfg.actor_rollout_ref.rollout.get("max_model_len")
         limit = shape.max_position_embeddings
         if max_len is not None and limit is not None and int(max_len) > int(limit):
@@ -804,17 +1194,28 @@ def run_preflight(
             level = "WARNING"
     elif level != "ERROR" and any(f.level == "WARNING" for f in findings):
         level = "WARNING"
+    if record and level != "ERROR":
+        try:
+            recorded = record_launch(cfg)
+            if recorded is not None:
+                say(f"[preflight] OK      the run's settings: {recorded}")
+        except OSError as error:
+            say(f"[preflight] WARNING could not record the run's settings: {error}")
     say(f"[preflight] verdict: {level} ({time.time() - started:.1f} s)")
     return 1 if level == "ERROR" else 0
 
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    gpu_mem, check_paths = None, True
+    gpu_mem, check_paths, brief, record = None, True, False, False
     while args and args[0].startswith("--"):
         option = args.pop(0)
         if option == "--no-paths":
             check_paths = False
+        elif option == "--brief":
+            brief = True
+        elif option == "--record":
+            record = True
         elif option.startswith("--gpu-mem-gib"):
             gpu_mem = float(option.split("=", 1)[1] if "=" in option else args.pop(0))
         elif option in ("-h", "--help"):
@@ -835,7 +1236,7 @@ def main(argv=None) -> int:
             return 1
     else:
         entry = target
-    return run_preflight(entry, overrides, gpu_mem_gib=gpu_mem, check_paths=check_paths)
+    return run_preflight(entry, overrides, gpu_mem_gib=gpu_mem, check_paths=check_paths, brief=brief, record=record)
 
 
 if __name__ == "__main__":

