@@ -35,9 +35,14 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 from verl.utils.profiler import simple_timer
 
 from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.calibration import resolve_temperature
 from recipe.arise.pool import get_pool
 from recipe.arise.prompts import format_skill_injection, inject_skill
 from recipe.arise.scoring import (
+    computed_ids_match,
+    computed_rows,
+    merge_cached_rows,
+    query_free_prefix_ids,
     scoring_prefix_ids,
     scoring_requests,
     scoring_suffix,
@@ -56,6 +61,9 @@ _CONFIGS: dict[int, tuple[Any, ARISEConfig]] = {}
 _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
+# score_norm=pmi: (library version, skill id, train_manager) -> future of the skill's mean log-prob in
+# the query-free context, computed once per worker process and version and shared by its queries
+_BASELINES: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 
 
 def _common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -207,7 +215,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         key = (uid, snapshot["version"], validate)
         future = _GROUPS.get(key)
         if future is None:
-            future = asyncio.ensure_future(self._score_group(cfg, [cache[i] for i in candidates], messages))
+            future = asyncio.ensure_future(
+                self._score_group(cfg, [cache[i] for i in candidates], messages, snapshot["version"])
+            )
             _GROUPS[key] = future
             while len(_GROUPS) > _MAX_GROUPS:
                 _GROUPS.popitem(last=False)
@@ -233,7 +243,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         draw_parts = (cfg.seed, step, qkey) if sel.granularity == "query" else (cfg.seed, step, qkey, session)
         choice = select_skill_detailed(
             scores,
-            temperature=sel.temperature,
+            temperature=resolve_temperature(sel.temperature, snapshot.get("sigma"), sel.initial_temperature),
             epsilon=epsilon,
             gate=sel.gate if sel.use_gate else 0.0,
             rng=_rng(*draw_parts),
@@ -261,14 +271,19 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             and getattr(rollout, "enable_prefix_caching", False)
         )
 
-    async def _score_group(self, cfg, cache, messages) -> tuple[list[float], float, dict, str | None, list | None]:
+    async def _score_group(
+        self, cfg, cache, messages, version=None
+    ) -> tuple[list[float], float, dict, str | None, list | None]:
         """(scores, seconds, token counts, error, per-skill :class:`ScoredSkill` with train_manager
         else None). Never raises: an error goes back as text. Token counts: ``tokens`` the scoring
         prompts' tokens prefilled, ``cached`` those read from the prefix cache instead, ``rescored``
-        the requests sent again without the cache."""
+        the requests sent again without the cache (the pmi baselines this group computed included).
+        ``version``: the library version of ``cache`` (the key of the pmi baselines; None: computed
+        for this group alone)."""
         started = time.perf_counter()
         counts = {"tokens": 0, "cached": 0, "rescored": 0}
         train_manager = cfg.selection.train_manager
+        norm = cfg.selection.score_norm
         try:
             prefix = scoring_prefix_ids(
                 self.tokenizer, messages, scoring_suffix(train_manager), **self.apply_chat_template_kwargs
@@ -276,14 +291,14 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             requests = scoring_requests(
                 self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens
             )
-            params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
-            outputs = await asyncio.wait_for(
-                self._score_requests(requests, params, self._scoring_reads_prefix_cache(cfg), counts),
-                timeout=cfg.selection.scoring_timeout_s,
-            )
+            jobs = [self._score_requests(requests, _SCORING_PARAMS, self._scoring_reads_prefix_cache(cfg), counts)]
+            if norm == "pmi":
+                jobs.append(_pmi_baselines(self, cfg, cache, version, counts))
+            outputs, *baselines = await asyncio.wait_for(asyncio.gather(*jobs), timeout=cfg.selection.scoring_timeout_s)
+            baselines = baselines[0] if baselines else [None] * len(cache)
             scores = [
-                skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), cfg.selection.score_norm)
-                for out, ids in zip(outputs, requests, strict=True)
+                skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), norm, baseline)
+                for out, ids, baseline in zip(outputs, requests, baselines, strict=True)
             ]
             scored = None
             if train_manager:
@@ -297,42 +312,64 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         return scores, time.perf_counter() - started, counts, None, scored
 
     async def _score_requests(self, requests, params, read_cache, counts) -> list:
-        """One output per scoring request, each with the prompt log-probs of all its tokens.
+        """One output per scoring request, each with the prompt log-probs of all its tokens (verl's
+        layout: L entries for a prompt of L tokens, entry j the log-prob of token j + 1).
 
-        Without the prefix cache (vLLM's default for a ``prompt_logprobs`` request) they all go at
-        once, each prefilling query + skill. With it, the first goes alone, as usual (every row
-        computed), and puts its blocks in the cache; the others then read them
+        All requests of the batch carry one routing id (:func:`_scoring_request_ids`), so they land
+        on one replica. Without the prefix cache (vLLM's default for a ``prompt_logprobs`` request)
+        they all go at once, each prefilling query + skill. With it, the first goes alone, as usual
+        (every row computed), and puts its blocks in the cache; the others then read them
         (``skip_reading_prefix_cache=False``) and prefill only from the first block they do not
-        share with it: the skill, minus the JSON head all skills begin with. vLLM fills prompt
-        log-probs only for the positions it computes (a cached row is uninitialised memory,
-        ``_get_prompt_logprobs_dict``), so the rows a request read from the cache are taken from
-        the first request (or another one already complete), where the two prompts agree up to
-        the row's token: row j (the log-prob of token j + 1) needs tokens 0..j + 1 equal. A request
-        whose hit reaches past every such agreement (the cache held its blocks from elsewhere, e.g.
-        the same question twice in a batch), or that reports no ``num_cached_tokens``, is sent
-        again without the cache. ``detokenize=False``: no
-        text is needed, and vLLM then does not decode the cached rows' token ids."""
+        share with it: the skill, minus the JSON head all skills begin with. vLLM gives no prompt
+        log-probs for the positions a request read from the cache: its V1 model runner returns the
+        whole prompt's rows with uninitialised memory there, its V2 runner only the computed rows
+        (``scoring.computed_rows``, told apart by length, per request). The rows a request read are
+        taken from the first request (or another one already complete) where the two prompts agree
+        up to the row's token: row j (the log-prob of token j + 1) needs tokens 0..j + 1 equal. A
+        request whose hit reaches past every such agreement (the cache held its blocks from
+        elsewhere, e.g. the same question twice in a batch), that reports no ``num_cached_tokens``,
+        or whose rows fit neither layout (or disagree with verl's ``prompt_ids``) is sent again
+        without the cache (``counts["rescored"]``). ``detokenize=False``: no text is needed, and
+        vLLM then does not decode the cached rows' token ids."""
+        ids = _scoring_request_ids(self.rollout_config, len(requests))
 
-        def send(ids, sampling_params):
+        def send(i, sampling_params):
             return self.server_manager.generate(
-                request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(sampling_params)
+                request_id=ids[i], prompt_ids=requests[i], sampling_params=dict(sampling_params)
             )
 
         if not read_cache or len(requests) < 2:
-            counts["tokens"] += sum(len(ids) for ids in requests)
-            return list(await asyncio.gather(*[send(ids, params) for ids in requests]))
-        first = await send(requests[0], params)
+            counts["tokens"] += sum(len(r) for r in requests)
+            return list(await asyncio.gather(*[send(i, params) for i in range(len(requests))]))
+        first = await send(0, params)
         counts["tokens"] += len(requests[0])
         reading = {**params, "skip_reading_prefix_cache": False, "detokenize": False}
-        outputs = [first, *await asyncio.gather(*[send(ids, reading) for ids in requests[1:]])]
+        outputs = [first, *await asyncio.gather(*[send(i, reading) for i in range(1, len(requests))])]
         # a row read from the cache comes from a request whose rows are all known (the first, or one
         # completed here) and whose tokens agree up to that row's token
         complete, pending, attempt = [0], [], {}
         for i in range(1, len(requests)):
-            hit, rows = outputs[i].extra_fields.get("num_cached_tokens"), outputs[i].extra_fields.get("prompt_logprobs")
-            valid = isinstance(hit, int) and 0 <= hit < len(requests[i])
-            attempt[i] = len(requests[i]) - hit if valid else len(requests[i])  # what it prefilled
-            if valid and rows is not None:
+            fields, length = outputs[i].extra_fields, len(requests[i])
+            hit, rows = fields.get("num_cached_tokens"), fields.get("prompt_logprobs")
+            valid = isinstance(hit, int) and not isinstance(hit, bool) and 0 <= hit < length
+            attempt[i] = length - hit if valid else length  # what it prefilled
+            if not valid or rows is None:
+                continue
+            token_ids = fields.get("prompt_ids")
+            if computed_rows(rows, length, hit) is None or (
+                token_ids is not None and not computed_ids_match(token_ids, requests[i], hit)
+            ):
+                _warn_once(
+                    "layout",
+                    f"ARISE scoring: a request with {length} prompt tokens, {hit} of them cached, got "
+                    f"{len(rows)} prompt log-probs (expected {length} or {length - hit}); such requests "
+                    "are scored again without the prefix cache (arise/scoring_rescored)",
+                )
+                continue
+            if hit == 0:  # nothing read from the cache: every row its own, in either layout
+                counts["tokens"] += length
+                complete.append(i)
+            else:
                 pending.append((i, hit))
         progress = True
         while pending and progress:
@@ -342,10 +379,10 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
                 if hit > _common_prefix_len(requests[i], requests[source]) - 1:
                     waiting.append((i, hit))
                     continue
-                rows = outputs[i].extra_fields["prompt_logprobs"]
-                outputs[i].extra_fields["prompt_logprobs"] = list(
-                    outputs[source].extra_fields["prompt_logprobs"][:hit]
-                ) + list(rows[hit:])
+                fields = outputs[i].extra_fields
+                fields["prompt_logprobs"] = merge_cached_rows(
+                    outputs[source].extra_fields["prompt_logprobs"], fields["prompt_logprobs"], len(requests[i]), hit
+                )
                 counts["tokens"] += len(requests[i]) - hit
                 counts["cached"] += hit
                 complete.append(i)
@@ -353,7 +390,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             pending = waiting
         again = sorted(set(range(1, len(requests))) - set(complete))
         if again:
-            redone = await asyncio.gather(*[send(requests[i], params) for i in again])
+            redone = await asyncio.gather(*[send(i, params) for i in again])
             for i, out in zip(again, redone, strict=True):
                 outputs[i] = out
                 counts["tokens"] += attempt[i] + len(requests[i])
@@ -450,6 +487,96 @@ def _token_logprobs(output, prefix_len: int, total_len: int) -> list[float] | No
     except (TypeError, ValueError, IndexError, KeyError):
         return None
     return values if all(np.isfinite(values)) else None
+
+
+def _scoring_request_ids(rollout, n: int) -> list[str]:
+    """The ``request_id`` of each of a batch's ``n`` scoring requests: one id for all of them.
+
+    verl routes by ``request_id`` (``GlobalRequestLoadBalancer``: the replica an id was first
+    given, else the least loaded), so one id sends the batch to one replica, where the requests
+    read each other's prefix cache; with an id each they spread over the replicas and only those
+    landing beside the first could. verl's ``LLMServerClient`` gives the engine a fresh uuid per
+    request (``_vllm_request_id``), so shared ids never meet in an engine; with
+    ``rollout.full_determinism`` it passes the id through, and vLLM appends a random suffix to
+    every request id it is given (``InputProcessor.assign_request_id``); another engine then
+    gets one id per request (its requests then spread, as verl routes them by the id's hash)."""
+    route = f"arise-scoring-{uuid4().hex}"
+    if getattr(rollout, "full_determinism", False) and getattr(rollout, "name", None) != "vllm":
+        return [f"{route}-{i}" for i in range(n)]
+    return [route] * n
+
+
+async def _pmi_baselines(loop, cfg, cache, version, counts) -> list[float]:
+    """score_norm=pmi: each cache skill's mean log-prob in the query-free context
+    (``scoring.query_free_prefix_ids``), one request per skill per library version in this
+    worker process, shared by all its queries (each agent-loop worker computes its own). The
+    group that finds a skill's baseline missing computes it (its cost in that group's
+    ``counts``); the others await the same future. A failure is not kept: the next group
+    tries again."""
+    train_manager = cfg.selection.train_manager
+    running = asyncio.get_running_loop()
+    keys = [(version, skill_id, train_manager) for skill_id, _ in cache]
+    futures, missing = [], []
+    for i, key in enumerate(keys):
+        future = _BASELINES.get(key) if version is not None else None
+        if future is None or (not future.done() and future.get_loop() is not running):
+            future = running.create_future()
+            missing.append(i)
+            if version is not None:
+                _BASELINES[key] = future
+        futures.append(future)
+    while len(_BASELINES) > _MAX_GROUPS:
+        _BASELINES.popitem(last=False)
+    if missing:
+        job = asyncio.ensure_future(_compute_baselines(loop, cfg, [cache[i] for i in missing], counts))
+        job.add_done_callback(lambda done: _settle(done, [futures[i] for i in missing], [keys[i] for i in missing]))
+    return list(await asyncio.gather(*[_baseline(f) for f in futures]))
+
+
+async def _baseline(future: asyncio.Future) -> float:
+    if future.done():  # its value (a future of an earlier event loop is read, never awaited)
+        return future.result()
+    # shielded: a group that times out leaves the shared computation running for the others
+    return await asyncio.shield(future)
+
+
+async def _compute_baselines(loop, cfg, cache, counts) -> list[float]:
+    """The mean log-prob of each skill of ``cache`` after the query-free context: the scoring
+    requests of a query, with the query left out (the same skill tokens, suffix and routing)."""
+    suffix = scoring_suffix(cfg.selection.train_manager)
+    prefix = query_free_prefix_ids(loop.tokenizer, suffix, **loop.apply_chat_template_kwargs)
+    requests = scoring_requests(loop.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens)
+    outputs = await loop._score_requests(requests, _SCORING_PARAMS, loop._scoring_reads_prefix_cache(cfg), counts)
+    return [
+        skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), "mean")
+        for out, ids in zip(outputs, requests, strict=True)
+    ]
+
+
+# a scoring request: its prompt log-probs only (one token generated, no text needed)
+_SCORING_PARAMS = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        logger.warning(message)
+
+
+def _settle(job: asyncio.Future, futures: list[asyncio.Future], keys: list[tuple]) -> None:
+    """Hand the pmi baselines computed by ``job`` to the futures the groups await; on a failure
+    (or cancellation) forget them, so a later group computes them again."""
+    error = RuntimeError("pmi baselines cancelled") if job.cancelled() else job.exception()
+    for i, (future, key) in enumerate(zip(futures, keys, strict=True)):
+        if error is not None and _BASELINES.get(key) is future:
+            del _BASELINES[key]
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+            future.exception()  # retrieved here: a group that already gave up awaits it no more
+        else:
+            future.set_result(job.result()[i])
 
 
 __all__ = ["ARISEAgentLoop", "ScoredSkill", "arise_config", "default_info"]
