@@ -15,13 +15,29 @@ from typing import Any
 
 @dataclass
 class SelectionConfig:
-    temperature: float = 1.0  # sigma
+    # sigma: "auto" (default) = calibrated so the gate passes gate_target_use of the queries
+    # (recipe.arise.calibration, docs/design.md: the calibrated gate); a number = that fixed sigma
+    temperature: float | str = "auto"
+    # auto: the gate's target pass rate; None = the paper's skill use at this delta (sensitivity table)
+    gate_target_use: float | None = None
+    # auto: which score vectors set sigma. "rescore": after each step's library maintenance the last
+    # calibration_window training queries are scored against the new cache, the one the next step
+    # selects from (one more scoring pass per step at a batch of 64); "window": the score vectors the
+    # agent loop computed for the last calibration_window Phase II groups (no extra cost; lags a
+    # changing cache)
+    calibration: str = "rescore"
+    calibration_window: int = 64
+    # auto: sigma before the first calibration (the last Phase I step's queries are scored against
+    # the cache Phase II starts with in either mode, so this is for runs without Phase I)
+    initial_temperature: float = 1.0
     epsilon: float = 0.1  # epsilon-greedy exploration
     gate: float = 0.35  # delta, confidence gate on max_k p_k
     use_gate: bool = True  # ablation (d): False admits every selection
     max_skill_tokens: int = 128  # skill text truncated to this many tokens for scoring
     # s_k = mean (length-normalised, the authors' code) or sum (Eq. 2 as written) of the skill's
-    # token log-probs; the paper's sigma and delta only behave as reported with "mean" (docs/design.md)
+    # token log-probs; the paper's sigma and delta only behave as reported with "mean" (docs/design.md).
+    # "pmi": the mean minus the skill's mean in a query-free context (how much the query raises the
+    # skill, not how predictable its text is); one extra request per cache skill and library version
     score_norm: str = "mean"
     granularity: str = "trajectory"  # "trajectory" (Alg. 1: z_i per trajectory) | "query" (one z per group)
     # control arm: this fraction of each Phase II training group goes unaided, so a group holds
@@ -46,10 +62,23 @@ class SelectionConfig:
     scoring_prefix_cache: bool = True
 
     def __post_init__(self):
-        if self.temperature <= 0:
-            raise ValueError(f"arise.selection.temperature must be > 0, got {self.temperature}")
-        if self.score_norm not in ("mean", "sum"):
-            raise ValueError(f"arise.selection.score_norm must be 'mean' or 'sum', got {self.score_norm!r}")
+        if isinstance(self.temperature, str):
+            if self.temperature != "auto":
+                raise ValueError(
+                    f"arise.selection.temperature must be a number > 0 or 'auto', got {self.temperature!r}"
+                )
+        elif isinstance(self.temperature, bool) or not float(self.temperature) > 0 or self.temperature == float("inf"):
+            raise ValueError(f"arise.selection.temperature must be a number > 0 or 'auto', got {self.temperature!r}")
+        if not float(self.initial_temperature) > 0 or self.initial_temperature == float("inf"):
+            raise ValueError(f"arise.selection.initial_temperature must be > 0, got {self.initial_temperature!r}")
+        if self.gate_target_use is not None and not 0.0 <= float(self.gate_target_use) <= 1.0:
+            raise ValueError(f"arise.selection.gate_target_use must be in [0, 1] or null, got {self.gate_target_use!r}")
+        if self.calibration not in ("rescore", "window"):
+            raise ValueError(f"arise.selection.calibration must be 'rescore' or 'window', got {self.calibration!r}")
+        if isinstance(self.calibration_window, bool) or int(self.calibration_window) < 1:
+            raise ValueError(f"arise.selection.calibration_window must be >= 1, got {self.calibration_window!r}")
+        if self.score_norm not in ("mean", "sum", "pmi"):
+            raise ValueError(f"arise.selection.score_norm must be 'mean', 'sum' or 'pmi', got {self.score_norm!r}")
         for name in ("epsilon", "gate", "control_share", "val_epsilon"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -71,6 +100,18 @@ class SelectionConfig:
                 "it cannot be combined with arise.selection.random (ablation b, no scoring)"
             )
 
+    @property
+    def auto_temperature(self) -> bool:
+        """sigma is calibrated by the trainer (``temperature: auto``)."""
+        return self.temperature == "auto"
+
+    @property
+    def gate_target(self) -> float:
+        """The gate's target pass rate: ``gate_target_use``, else the paper's skill use at delta."""
+        from recipe.arise.calibration import paper_target_use
+
+        return float(self.gate_target_use) if self.gate_target_use is not None else paper_target_use(self.gate)
+
 
 @dataclass
 class LibraryConfig:
@@ -78,7 +119,12 @@ class LibraryConfig:
     reservoir_capacity: int = 100  # C_r
     ema_beta: float = 0.9  # beta
     seed_skills: str | None = None  # JSON file; None = the paper's 5 seeds shipped in recipe/arise/data
-    load_from: str | None = None  # start from a saved library.parquet instead of the seeds (e.g. evaluation)
+    # start from a stored library instead of the seeds: a library.parquet or an exported skills.jsonl
+    # (`python -m recipe.arise.inspect RUN --export F`); this run's settings apply (docs/design_core.md)
+    load_from: str | None = None
+    # on resume, restore the checkpoint's library (true); false: build it from load_from or the seeds
+    # although a checkpoint is resumed (evaluate a checkpoint's weights with another library)
+    from_checkpoint: bool = True
     new_skill_policy: str = "fair_trial"  # "fair_trial" (default) | "literal" (freezes, see docs)
     trial_uses: int = 8
     trial_steps: int = 20

@@ -20,21 +20,35 @@ POOL_NAME = "arise_skill_pool"
 
 class SkillPool:
     def __init__(self):
-        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train"}
+        # sigma: the selection temperature the trainer calibrated (arise.selection.temperature: auto;
+        # None until it publishes one, and the configured number otherwise)
+        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train", "sigma": None}
         self._observations: list[dict[str, Any]] = []
         self._stream = SummaryStream()
         self._llm_client = None
 
-    def publish(self, version: int, cache: list[tuple[str, str]], utilities: list[float] | None = None) -> int:
+    def publish(
+        self,
+        version: int,
+        cache: list[tuple[str, str]],
+        utilities: list[float] | None = None,
+        sigma: float | None = None,
+    ) -> int:
         """cache: (skill_id, skill JSON text) pairs of the active pool, in cache order; utilities:
         each cache skill's library utility u_k, in the same order (``arise.selection.score_top_m``
-        ranks by it; None: not published, top-M then takes the first M in cache order)."""
+        ranks by it; None: not published, top-M then takes the first M in cache order); sigma: the
+        selection temperature to use with this cache (None: keep the one published before)."""
         cache = list(cache)
         if utilities is not None:
             utilities = [float(u) for u in utilities]
             if len(utilities) != len(cache):
                 raise ValueError(f"publish: {len(utilities)} utilities for {len(cache)} cache skills")
         self._snapshot = {**self._snapshot, "version": int(version), "cache": cache, "utilities": utilities}
+        if sigma is not None:
+            sigma = float(sigma)
+            if not 0.0 < sigma < float("inf"):
+                raise ValueError(f"publish: sigma must be a finite number > 0, got {sigma!r}")
+            self._snapshot["sigma"] = sigma
         return self._snapshot["version"]
 
     def set_mode(self, mode: str) -> None:

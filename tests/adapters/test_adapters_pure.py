@@ -13,7 +13,8 @@ from recipe.arise.skill import load_seed_skills
 
 def test_config_defaults_are_the_paper_table():
     cfg = ARISEConfig()
-    assert (cfg.selection.temperature, cfg.selection.epsilon, cfg.selection.gate) == (1.0, 0.1, 0.35)
+    assert (cfg.selection.initial_temperature, cfg.selection.epsilon, cfg.selection.gate) == (1.0, 0.1, 0.35)
+    assert cfg.selection.temperature == "auto"  # sigma calibrated to the paper's skill use (docs/design.md)
     assert cfg.selection.max_skill_tokens == 128
     assert (cfg.library.cache_capacity, cfg.library.reservoir_capacity, cfg.library.ema_beta) == (10, 100, 0.9)
     assert (cfg.summary.temperature, cfg.summary.top_p, cfg.summary.max_tokens, cfg.summary.max_chars) == (
