@@ -6,9 +6,14 @@
 It runs ``recipe.arise.main_arise`` with ``trainer.val_only=True`` (no second inference stack):
 the actor weights and the skill library saved with that checkpoint are restored, the ARISE
 pipeline is active (selection with epsilon = ``arise.selection.val_epsilon`` = 0, the gate), and
-every problem is answered ``k`` times. Pass@1 averaged over the k runs is verl's
+every problem is answered ``k`` times. The gate's sigma is frozen at the one saved with that
+checkpoint (``arise/gate.json``, or beside ``--library``; validation never recalibrates it), so
+``arise.selection.temperature=auto`` evaluates with the sigma training ended on; a number given as
+``-- arise.selection.temperature=X`` overrides it. Pass@1 averaged over the k runs is verl's
 ``val-core/<data_source>/acc/mean@k``. ``--no-skills`` evaluates the same weights without the
-library (baselines). Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
+library (baselines); ``--library final|seeds|none|FILE`` picks the library: the checkpoint's
+(default with ``--checkpoint``), the seed skills, none, or a ``library.parquet`` / exported
+``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
 
 Before the run starts, ``recipe.arise.preflight`` composes and checks the final config (no GPU is
 touched); ``--print-overrides`` prints the run's entry and overrides instead of running (the
@@ -215,9 +220,38 @@ def build_overrides(args, check_files: bool = True) -> list[str]:
         ]
     else:
         owned += ["trainer.resume_mode=disable"]
-    if args.library:
-        owned.append(f"arise.library.load_from={_hydra_str(Path(args.library).resolve())}")
+    owned += library_overrides(args, check_files)
     return defaults + list(args.overrides) + owned
+
+
+LIBRARY_CHOICES = ("final", "seeds", "none")
+
+
+def library_choice(args) -> str:
+    """``--library``: final (the checkpoint's library; the default with --checkpoint), seeds (the
+    seed skills; the default without), none (no skills, as --no-skills), or a library file."""
+    if args.no_skills:
+        return "none"
+    return args.library or ("final" if args.checkpoint else "seeds")
+
+
+def library_overrides(args, check_files: bool = True) -> list[str]:
+    """The ``arise.library.*`` keys that put the chosen library in place (``arise.enable`` for none)."""
+    choice = library_choice(args)
+    if choice == "none":
+        return []  # arise.enable=False (owned above): the weights alone
+    if choice == "final":
+        if not args.checkpoint:
+            raise ValueError("--library final evaluates a checkpoint's library: give --checkpoint (or CKPT=)")
+        return ["arise.library.from_checkpoint=True"]
+    # the checkpoint's weights (if any) with another library
+    out = ["arise.library.from_checkpoint=False"]
+    if choice == "seeds":
+        return out + ["arise.library.load_from=null"]
+    path = Path(choice).resolve()
+    if check_files and not path.is_file():
+        raise FileNotFoundError(f"--library {choice}: no such library file (library.parquet or skills.jsonl)")
+    return out + [f"arise.library.load_from={_hydra_str(path)}"]
 
 
 def metrics_path(args) -> Path:
@@ -229,7 +263,11 @@ def main(argv=None) -> int:
     parser.add_argument("--combine", nargs="+", metavar="EVAL_DIR", help="only merge earlier outputs into OUT/table.md")
     parser.add_argument("--model", help="HF model path the checkpoint was trained from (architecture, tokenizer)")
     parser.add_argument("--checkpoint", help="a global_step_N folder; omit to evaluate the base model")
-    parser.add_argument("--library", help="a library.parquet to use when no checkpoint is given (default: seed skills)")
+    parser.add_argument(
+        "--library",
+        help="final (the checkpoint's library; default with --checkpoint) | seeds (default without) | none "
+        "(no skills, as --no-skills) | a library.parquet or exported skills.jsonl",
+    )
     parser.add_argument("--data", nargs="+", help="evaluation parquet files (data_prep output)")
     parser.add_argument("--k", type=int, default=32, help="samples per problem; Pass@1 is averaged over them")
     parser.add_argument("--decoding", choices=["sampled", "greedy"], default="sampled")
@@ -256,7 +294,15 @@ def main(argv=None) -> int:
         if not args.print_overrides:
             print(f"[eval] greedy decoding gives identical samples; using k=1 instead of k={args.k}")
         args.k = 1
-    args.label = args.label or ("no_skills" if args.no_skills else "arise")
+    if args.library == "none":
+        args.no_skills = True
+    choice = library_choice(args)
+    default_label = {"none": "no_skills", "final": "arise", "seeds": "arise_seeds"}.get(choice)
+    args.label = args.label or default_label or f"arise_{Path(choice).stem}"
+    try:
+        library_overrides(args, check_files=not args.print_overrides)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
 
     if args.print_overrides:
         print(f"ENTRY={ENTRY}")

@@ -67,7 +67,11 @@ def by_group(observations: Iterable[dict[str, Any]]) -> OrderedDict[str, list[di
 
 
 def group_contrasts(observations: Iterable[dict[str, Any]]) -> list[Contrast]:
-    """For each Phase II group with a control arm, one :class:`Contrast` per skill used in it."""
+    """For each Phase II group with a control arm, one :class:`Contrast` per skill used in it.
+
+    Each stays one group's comparison: the library averages the groups' own differences
+    (:meth:`Contrast.stratum`) instead of pooling counts across groups, which would credit a skill
+    with the easiness of the queries it happened to be chosen for (Simpson's paradox)."""
     out = []
     for members in by_group(observations).values():
         if not any(o.get("phase") == 2 for o in members):
@@ -105,14 +109,15 @@ def mechanism_metrics(observations: Sequence[dict[str, Any]], norm_by_std: bool 
     ``adv_shift``: mean |A(R) - A(r_task)| over Phase II trajectories (0 means the step's gradient
     is what the binary reward would give); ``adv_gap_2v1``: in mixed groups, mean advantage of
     R=2 minus that of R=1 trajectories; ``step_uplift``: success rate of skill-conditioned minus
-    control-arm trajectories, pooled over the step's Phase II groups holding both.
+    control-arm trajectories, the weighted mean of each Phase II group's own difference (groups
+    holding both; the library's estimator, :meth:`Contrast.stratum`, with all skills as one arm).
     """
     n = len(observations)
     rewards = [float(o["reward"]) for o in observations]
     m = {f"frac_reward_{k}": (sum(abs(r - k) < 1e-9 for r in rewards) / n if n else 0.0) for k in (0, 1, 2)}
     phase2 = [members for members in by_group(observations).values() if any(o.get("phase") == 2 for o in members)]
     mixed, shifts, gaps = 0, [], []
-    skill_n = skill_s = base_n = base_s = 0
+    weight = weighted_diff = 0.0
     for members in phase2:
         r = [float(o["reward"]) for o in members]
         binary = [float(bool(o["correct"])) for o in members]
@@ -126,16 +131,21 @@ def mechanism_metrics(observations: Sequence[dict[str, Any]], norm_by_std: bool 
             gaps.append(float(np.mean(a2) - np.mean(a1)))
         control = [o for o in members if o.get("control")]
         aided = [o for o in members if o.get("skill_id")]
-        if control and aided:
-            skill_n += len(aided)
-            skill_s += sum(bool(o["correct"]) for o in aided)
-            base_n += len(control)
-            base_s += sum(bool(o["correct"]) for o in control)
+        stratum = Contrast(
+            "",
+            len(aided),
+            sum(bool(o["correct"]) for o in aided),
+            len(control),
+            sum(bool(o["correct"]) for o in control),
+        ).stratum()
+        if stratum is not None:  # the group holds both arms
+            weight += stratum[0]
+            weighted_diff += stratum[0] * stratum[1]
     m["phase2_groups"] = float(len(phase2))
     m["mixed_group_rate"] = mixed / len(phase2) if phase2 else 0.0
     m["adv_shift"] = float(np.mean(shifts)) if shifts else 0.0
     m["adv_gap_2v1"] = float(np.mean(gaps)) if gaps else 0.0
-    m["step_uplift"] = (skill_s / skill_n - base_s / base_n) if skill_n and base_n else 0.0
+    m["step_uplift"] = weighted_diff / weight if weight > 0 else 0.0
     return m
 
 

@@ -15,7 +15,14 @@ entry's creation step), the causal uplift (success rate with the skill minus the
 the same queries), the IG proxy of App. D.3 and the key insight (truncated unless ``--full``).
 ``--json`` prints the same rows (plus the whole documents) as one JSON object. ``--skill ID``
 prints one skill whole: its document, statistics and provenance (the step and source query it
-was distilled from, the rewards of those traces, JSON or fallback).
+was distilled from, the rewards of those traces, JSON or fallback). ``--export FILE.jsonl`` writes
+the selected skills (all by default; ``--tier``, ``--type``, ``--name``, ``--sort`` and ``--top``
+apply), one JSON document per line with utility, uses, uplift and provenance
+(``recipe.arise.library.export_rows``); ``arise.library.load_from`` reads that file back.
+PATH may also be such an exported ``.jsonl``.
+
+The uplift is the skill's causal uplift: the weighted mean over the query groups that used it beside
+a control arm of (its success rate minus the control arm's), shown with its standard error.
 
 Errors (missing path, no checkpoint with a library, malformed parquet) print ``error: ...``
 naming the path and exit with status 2.
@@ -34,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.library import LibraryFormatError, SkillLibrary
+from recipe.arise.library import LibraryFormatError, SkillLibrary, export_jsonl, library_from_jsonl
 
 __all__ = [
     "InspectError",
@@ -46,6 +53,7 @@ __all__ = [
     "select_rows",
     "format_table",
     "inspect_library",
+    "export_library",
     "main",
 ]
 
@@ -123,6 +131,8 @@ def resolve_library_path(path: str | Path) -> Path:
 def load_library(path: str | Path) -> tuple[Path, SkillLibrary]:
     lib_path = resolve_library_path(path)
     try:
+        if lib_path.suffix == ".jsonl":  # an exported library (default settings: the file holds none)
+            return lib_path, library_from_jsonl(lib_path, cache_capacity=10**6, reservoir_capacity=10**6)[0]
         return lib_path, SkillLibrary.load(lib_path)
     except LibraryFormatError as e:
         msg = str(e)
@@ -164,6 +174,8 @@ def library_rows(lib: SkillLibrary) -> list[dict[str, Any]]:
                     "ig": ig.get(e.skill_id),
                     "origin": e.provenance.origin,
                     "uplift": e.uplift,
+                    "uplift_se": e.uplift_se,
+                    "uplift_groups": int(e.uplift_groups),
                     "uplift_n": int(e.uplift_n),
                     "uplift_base_n": int(e.uplift_base_n),
                     "ig_exact": e.ig_exact,
@@ -328,8 +340,9 @@ def format_skill(row: dict[str, Any], lib_path: Path) -> str:
         "external": "added without provenance",
     }[row["origin"]]
     uplift = (
-        f"{row['uplift']:+.3f} ({row['uplift_n']} trajectories with it vs {row['uplift_base_n']} unaided "
-        "in the same query groups)"
+        f"{row['uplift']:+.3f} ± {row['uplift_se']:.3f} over {row['uplift_groups']} query group(s) "
+        f"({row['uplift_n']} trajectories with it vs {row['uplift_base_n']} unaided; the mean of each "
+        "group's own difference)"
         if row["uplift"] is not None
         else "not measured yet (no query group has used it beside a control arm)"
     )
@@ -374,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--full", action="store_true", help="show whole documents (method, check, JSON text)")
     p.add_argument("--skill", metavar="ID", default=None, help="show one skill whole, with its provenance")
+    p.add_argument(
+        "--export",
+        metavar="FILE",
+        default=None,
+        help="write the selected skills as JSON lines (utility, uses, uplift, provenance); "
+        "arise.library.load_from reads the file",
+    )
     return p
 
 
@@ -383,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --top must be >= 0", file=sys.stderr)
         return 2
     select = dict(tier=args.tier, sort=args.sort, ptype=args.ptype, name=args.name, top=args.top)
+    if args.export:
+        return _export(args.path, args.export, select)
     if args.skill:
         try:
             lib_path, lib = load_library(args.path)
@@ -420,6 +442,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(rows, full=args.full))
     else:
         print("(no entries match)")
+    return 0
+
+
+def export_library(path: str | Path, out: str | Path, **select) -> tuple[Path, int]:
+    """Write the selected skills of the library at ``path`` to ``out`` (JSON lines, in selection
+    order); returns the library's path and how many skills were written."""
+    lib_path, lib = load_library(path)
+    ids = [r["id"] for r in select_rows(library_rows(lib), **select)]
+    picked = SkillLibrary(cache_capacity=max(1, len(lib.cache)), reservoir_capacity=len(lib.reservoir))
+    by_id = {e.skill_id: e for e in lib.entries()}
+    for sid in ids:
+        (picked.cache if lib.tier_of(sid) == "cache" else picked.reservoir).append(by_id[sid])
+    picked.global_reward_sum, picked.global_success_count = lib.global_reward_sum, lib.global_success_count
+    picked.global_count = lib.global_count  # the IG proxy in the file is the library's
+    export_jsonl(picked, out)
+    return lib_path, len(ids)
+
+
+def _export(path, out, select) -> int:
+    try:
+        lib_path, n = export_library(path, out, **select)
+    except InspectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {out}: cannot write: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} skill(s) of {lib_path} to {out}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Manager skill selection (paper Eq. 2 / Eq. mgr-full, App. C.4).
 
 p = softmax(s / sigma); if max p < delta -> no skill (confidence gate); otherwise with
-probability epsilon a uniform index over all candidates, else argmax p.
+probability epsilon a uniform index over the candidates with a finite score, else argmax p.
 
 Framework free (numpy only).  The log-probability scores themselves are computed by the
 lead's verl adapter; :func:`truncate_skill_for_scoring` gives the <=128 skill tokens.
@@ -114,7 +114,13 @@ def select_skill_detailed(
     if probs[greedy] < g:
         return Selection(None, probs, False, False, greedy)
     if eps > 0.0 and rng.random() < eps:
-        return Selection(int(rng.integers(n)), probs, True, True, greedy)
+        # uniform over the candidates with a finite score only: a -inf score (a NaN/+inf that
+        # finite_scores replaced, a failed request) marks a skill that must not be injected.
+        # All finite: the same draw as uniform over all n (runs stay reproducible from the seed).
+        finite = np.flatnonzero(np.isfinite(np.asarray(scores, dtype=np.float64).reshape(-1)))
+        if finite.size == 0:  # nothing to explore: the greedy choice stands
+            return Selection(greedy, probs, True, False, greedy)
+        return Selection(int(finite[rng.integers(finite.size)]), probs, True, True, greedy)
     return Selection(greedy, probs, True, False, greedy)
 
 
@@ -152,7 +158,9 @@ def is_control_session(session: int, group_size: int, control_share: float) -> b
 
 
 def finite_scores(scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, int]:
-    """Scores with NaN/+inf replaced by -inf (that skill cannot be chosen), and how many were."""
+    """Scores with NaN/+inf replaced by -inf, and how many were. A -inf score cannot be chosen:
+    it gets probability 0 (so never the greedy choice while any score is finite) and
+    :func:`select_skill_detailed` explores only among finite scores."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     bad = ~np.isfinite(s) & ~np.isneginf(s)
     return np.where(bad, -np.inf, s), int(bad.sum())

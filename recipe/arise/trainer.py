@@ -24,6 +24,8 @@ ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/d
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import logging
 import math
 import os
@@ -34,11 +36,14 @@ from uuid import uuid4
 import numpy as np
 import ray
 import transfer_queue as tq
+from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.calibrate import score_queries
+from recipe.arise.calibration import GATE_FILE, GateCalibrator
 from recipe.arise.groups import (
     choose_summary_groups,
     exact_information_gain,
@@ -46,10 +51,12 @@ from recipe.arise.groups import (
     mechanism_metrics,
     positive_advantage_sessions,
 )
-from recipe.arise.library import SkillLibrary
+from recipe.arise.library import SkillLibrary, atomic_write, library_from_jsonl, load_library_file
 from recipe.arise.library_log import record_resume, set_aside_steps_after, write_step_log
 from recipe.arise.pool import get_or_create_pool
 from recipe.arise.prompts import inject_skill
+from recipe.arise.scoring import scoring_prefix_ids, scoring_suffix
+from recipe.arise.selection import top_m_candidates, truncate_skill_for_scoring
 from recipe.arise.skill import load_seed_skills
 from recipe.arise.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
 
@@ -130,6 +137,7 @@ class ARISETrainer(PPOTrainerSync):
         self._step_state = _new_step_state()
         self._maintained_step: int | None = None
         self._client_published = False
+        self._init_gate()
 
     # ------------------------------------------------------------------ setup / checkpoints
     def _build_replay_buffer(self):
@@ -147,26 +155,65 @@ class ARISETrainer(PPOTrainerSync):
             root = os.path.join(os.getcwd(), root)
         return os.path.join(root, f"global_step_{step}")
 
-    def _new_library(self) -> SkillLibrary:
+    def _library_settings(self) -> dict[str, Any]:
+        """The run's ``arise.library.*`` settings as :class:`SkillLibrary` keywords (max_protected:
+        the default C_c // 2); they win over the settings a restored library was saved with."""
         lib_cfg = self.arise.library
-        return SkillLibrary(
-            cache_capacity=lib_cfg.cache_capacity,
-            reservoir_capacity=lib_cfg.reservoir_capacity,
-            ema_beta=lib_cfg.ema_beta,
-            seed_skills=load_seed_skills(lib_cfg.seed_skills),
-            new_skill_policy=lib_cfg.new_skill_policy,
-            trial_uses=lib_cfg.trial_uses,
-            trial_steps=lib_cfg.trial_steps,
-            seed_trial_uses=lib_cfg.seed_trial_uses,
-            rank_by=lib_cfg.rank_by,
-        )
+        return {
+            "cache_capacity": lib_cfg.cache_capacity,
+            "reservoir_capacity": lib_cfg.reservoir_capacity,
+            "ema_beta": lib_cfg.ema_beta,
+            "new_skill_policy": lib_cfg.new_skill_policy,
+            "trial_uses": lib_cfg.trial_uses,
+            "trial_steps": lib_cfg.trial_steps,
+            "max_protected": None,
+            "seed_trial_uses": lib_cfg.seed_trial_uses,
+            "rank_by": lib_cfg.rank_by,
+        }
+
+    def _new_library(self) -> SkillLibrary:
+        return SkillLibrary(seed_skills=load_seed_skills(self.arise.library.seed_skills), **self._library_settings())
+
+    def _restore_library(self, path: str) -> SkillLibrary:
+        """A stored library (``library.parquet`` or an exported ``.jsonl``) under this run's settings.
+
+        Training: the run's ``arise.library.*`` win over the file's, each difference is logged, and
+        a smaller capacity evicts by the configured ranking (logged, and in the next step's library
+        events). Evaluation (``trainer.val_only``) evaluates the library as it was saved: the
+        differences are logged as not applied."""
+        settings = self._library_settings()
+        if self.config.trainer.get("val_only", False):
+            if path.endswith(".jsonl"):  # a JSONL file holds no settings: the run's are the only ones
+                return library_from_jsonl(path, step=self.global_steps, **settings)[0]
+            library = SkillLibrary.load(path)
+            diff = library.settings_diff(**settings)
+            if diff:
+                logger.warning(
+                    f"ARISE: evaluating the library of {path} as saved; these arise.library settings of this run "
+                    f"differ and are not applied: {_format_changes(diff, 'saved', 'this run')}"
+                )
+            return library
+        library, changes, events = load_library_file(path, step=self.global_steps, **settings)
+        if changes:
+            logger.warning(
+                f"ARISE: {path} was saved with other arise.library settings; this run's apply: "
+                f"{_format_changes(changes, 'saved', 'now')}"
+            )
+        if events.evicted or events.overflow:
+            logger.warning(
+                f"ARISE: fitting the run's capacities (cache {library.cache_capacity}, reservoir "
+                f"{library.reservoir_capacity}) moved {len(events.evicted)} cache skill(s) to the reservoir "
+                f"{events.evicted} (ranked by {library.rank_by}) and dropped {len(events.overflow)} reservoir "
+                f"skill(s) {events.overflow}; the next step's library log lists them"
+            )
+        return library
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
         if not self.arise.enable:
             return
         lib_cfg = self.arise.library
-        if self.global_steps > 0:
+        if self.global_steps > 0 and lib_cfg.from_checkpoint:
             folder = (
                 self.config.trainer.resume_from_path
                 if self.config.trainer.resume_mode == "resume_path"
@@ -180,7 +227,7 @@ class ARISETrainer(PPOTrainerSync):
                     f"resuming from {folder}, but it holds no ARISE skill library ({LIBRARY_FILE}); "
                     "was it written by a run with arise.enable=true?"
                 )
-            self.library = SkillLibrary.load(path)
+            self.library = self._restore_library(path)
             record_resume(self.arise_log_dir, self.global_steps, path, self.library)
             moved = set_aside_steps_after(self.arise_log_dir, self.global_steps)
             if moved:
@@ -189,11 +236,18 @@ class ARISETrainer(PPOTrainerSync):
                     f"by an interrupted run; moved to {moved[0].parent} (this run redoes those steps)"
                 )
             logger.info(f"ARISE: restored skill library from {path}: {self.library!r}")
-        elif lib_cfg.load_from:
-            self.library = SkillLibrary.load(lib_cfg.load_from)
-            logger.info(f"ARISE: starting from the skill library in {lib_cfg.load_from}: {self.library!r}")
         else:
-            self.library = self._new_library()
+            if self.global_steps > 0:  # arise.library.from_checkpoint=false
+                logger.warning(
+                    f"ARISE: resuming at step {self.global_steps} without the checkpoint's skill library "
+                    f"(arise.library.from_checkpoint=false): {lib_cfg.load_from or 'the seed skills'} instead"
+                )
+            if lib_cfg.load_from:
+                self.library = self._restore_library(lib_cfg.load_from)
+                logger.info(f"ARISE: starting from the skill library in {lib_cfg.load_from}: {self.library!r}")
+            else:
+                self.library = self._new_library()
+        self._restore_gate()
         self.skill_pool = get_or_create_pool()
         self._publish()
 
@@ -202,6 +256,7 @@ class ARISETrainer(PPOTrainerSync):
             path = os.path.join(self._checkpoint_folder(self.global_steps), LIBRARY_FILE)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self.library.save(path)
+            gate_path = self._save_gate(os.path.dirname(path))
             hdfs_dir = self.config.trainer.get("default_hdfs_dir", None)
             if hdfs_dir:  # next to the actor's remote copy (verl: <hdfs>/global_step_N/actor)
                 from verl.utils import hdfs_io
@@ -209,13 +264,19 @@ class ARISETrainer(PPOTrainerSync):
                 remote = os.path.join(hdfs_dir, f"global_step_{self.global_steps}", "arise")
                 hdfs_io.makedirs(remote, exist_ok=True)
                 hdfs_io.copy(path, os.path.join(remote, os.path.basename(path)))
+                hdfs_io.copy(gate_path, os.path.join(remote, GATE_FILE))
+        # the settings this step was trained with (the preflight compares a resume's against them),
+        # for every run, the baselines' included
+        step_config = os.path.join(self._checkpoint_folder(self.global_steps), "arise", "config.yaml")
+        os.makedirs(os.path.dirname(step_config), exist_ok=True)
+        atomic_write(step_config, lambda f: f.write(OmegaConf.to_yaml(self.config, resolve=True).encode()))
         super()._save_checkpoint()
 
     def _publish(self):
         self._arise_version += 1
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
-        ray.get(self.skill_pool.publish.remote(self._arise_version, cache, utilities))
+        ray.get(self.skill_pool.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
 
     @property
     def arise_log_dir(self) -> str:
@@ -279,6 +340,8 @@ class ARISETrainer(PPOTrainerSync):
         state["batches"] += 1
         step = self.global_steps
         cfg = self.arise.summary
+        if batch is not None and self._gate_calibrates():
+            self._remember_queries(self._batch_queries(batch))
         if batch is None and not (cfg.enable and cfg.stream):  # a streamed batch is closed even so
             return
         with marked_timer("arise_summary", self.timing_raw, color="purple"):
@@ -311,6 +374,8 @@ class ARISETrainer(PPOTrainerSync):
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
             observations = ray.get(self.skill_pool.drain.remote())
+            sigma_used = self._gate.sigma
+            self._calibrate_gate(observations)
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
             events = self.library.step(
                 used,
@@ -319,11 +384,158 @@ class ARISETrainer(PPOTrainerSync):
                 global_rewards=[o["reward"] for o in observations],
                 contrasts=group_contrasts(observations),
             )
+            if self._gate_rescores(step):  # the next step's cache is in place: calibrate on it
+                self._calibrate_gate_on_queries(step)
             self._publish()
             write_step_log(self.arise_log_dir, step, phase, events, self.library)
             maintenance_s = time.perf_counter() - started
         norm = bool(self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
         self._arise_metrics = self._step_metrics(phase, observations, events, state, maintenance_s, norm)
+        self._arise_metrics.update(self._gate_metrics(phase, sigma_used, observations))
+
+    # ------------------------------------------------------------------ the calibrated gate
+    # arise.selection.temperature: auto (recipe.arise.calibration, docs/design.md): sigma from the
+    # score vectors of the last calibration_window Phase II groups, published with the cache
+    def _init_gate(self) -> None:
+        sel = self.arise.selection
+        self._gate = GateCalibrator(
+            delta=sel.gate,
+            target=sel.gate_target,
+            window=sel.calibration_window,
+            initial=sel.initial_temperature,
+            fixed=None if sel.auto_temperature else float(sel.temperature),
+        )
+        # the most recent training queries (key: their messages), scored against each new cache
+        self._gate_queries: collections.OrderedDict[str, list] = collections.OrderedDict()
+
+    def _gate_calibrates(self) -> bool:
+        sel = self.arise.selection
+        return self._gate.auto and sel.use_gate and not sel.random
+
+    def _gate_rescores(self, step: int) -> bool:
+        """Whether this step's queries are scored against the cache the next step selects from:
+        every step from the last Phase I one with calibration=rescore; with window only the last
+        Phase I step, so Phase II starts calibrated."""
+        if not self._gate_calibrates() or step < self.arise.phase1_steps:
+            return False
+        return step == self.arise.phase1_steps or self.arise.selection.calibration == "rescore"
+
+    def _gate_file(self) -> str | None:
+        """Where a restored library's sigma lies: the checkpoint's arise/ folder, or beside load_from."""
+        if self.global_steps > 0:
+            folder = (
+                self.config.trainer.resume_from_path
+                if self.config.trainer.resume_mode == "resume_path"
+                else self._checkpoint_folder(self.global_steps)
+            )
+            return os.path.join(os.path.abspath(folder), os.path.dirname(LIBRARY_FILE), GATE_FILE)
+        if self.arise.library.load_from:
+            return os.path.join(os.path.dirname(os.path.abspath(self.arise.library.load_from)), GATE_FILE)
+        return None
+
+    def _restore_gate(self) -> None:
+        path = self._gate_file()
+        if path is None:
+            return
+        if not os.path.exists(path):
+            logger.warning(
+                f"ARISE: no {GATE_FILE} beside the restored library ({path}); sigma = "
+                f"{self._gate.sigma:g} until the gate is calibrated"
+            )
+            return
+        with open(path) as f:
+            state = json.load(f)
+        logger.info(f"ARISE: restored the gate from {path}: {self._gate.restore(state)}")
+
+    def _save_gate(self, folder: str) -> str:
+        path = os.path.join(folder, GATE_FILE)
+        with open(path, "w") as f:
+            json.dump(self._gate.state(), f)
+        return path
+
+    def _calibrate_gate(self, observations: list[dict[str, Any]]) -> None:
+        """Add this step's Phase II groups (one score vector per query group: its trajectories share
+        it; control-arm trajectories carry none) to the window and recalibrate."""
+        if not self._gate_calibrates() or self.arise.selection.calibration != "window":
+            return
+        vectors: dict[str, list[float]] = {}
+        for o in observations:
+            scores = o.get("scores")
+            if o.get("phase") == 2 and scores is not None and len(scores) and o["uid"] not in vectors:
+                vectors[o["uid"]] = scores
+        if vectors:
+            self._gate.add(vectors.values())
+            self._gate.update()
+
+    def _remember_queries(self, queries: list[list]) -> None:
+        """Keep the most recent calibration_window distinct training queries (rescored each step)."""
+        for messages in queries:
+            key = json.dumps(messages, sort_keys=True, default=str)
+            self._gate_queries.pop(key, None)
+            self._gate_queries[key] = messages
+        while len(self._gate_queries) > self.arise.selection.calibration_window:
+            self._gate_queries.popitem(last=False)
+
+    def _batch_queries(self, batch) -> list[list]:
+        """The chat messages of each query group of a sampled batch."""
+        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+        if not keep:
+            return []
+        keys = [batch.keys[i] for i in keep]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["uid", "raw_prompt"])
+        first: dict[str, list] = {}
+        for uid, messages in zip(_as_list(data.pop("uid")), _as_list(data.pop("raw_prompt")), strict=True):
+            first.setdefault(str(uid), list(messages or []))
+        return list(first.values())
+
+    def _calibrate_gate_on_queries(self, step: int) -> None:
+        """Score the last calibration_window training queries against the cache the next step
+        selects from, on the rollout servers and with the agent loop's scoring, and calibrate on
+        them (with calibration=rescore they replace the window: older vectors saw another cache)."""
+        sel = self.arise.selection
+        queries = list(self._gate_queries.values())
+        cache = list(self.library.cache)
+        if not queries or not cache:
+            return
+        candidates = top_m_candidates(len(cache), sel.score_top_m, [e.utility for e in cache])
+        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+
+        def engine(prompts):  # a failed request gives None rows: that skill's score is NaN
+            outputs = self._generate_all(prompts, params, sel.scoring_timeout_s)
+            return [None if isinstance(o, BaseException) else o.extra_fields.get("prompt_logprobs") for o in outputs]
+
+        started = time.perf_counter()
+        vectors = score_queries(
+            engine,
+            self.tokenizer,
+            queries,
+            [cache[i].doc.to_json() for i in candidates],
+            max_skill_tokens=sel.max_skill_tokens,
+            score_norm=sel.score_norm,
+            train_manager=sel.train_manager,
+            chat_kwargs=self.config.data.get("apply_chat_template_kwargs", None) or {},
+        )
+        if sel.calibration == "rescore":
+            self._gate.window.clear()
+        added = self._gate.add(vectors)
+        sigma = self._gate.update()
+        logger.info(
+            f"ARISE: gate calibrated on {added} queries of step {step} scored against the new cache "
+            f"({time.perf_counter() - started:.1f}s): sigma={sigma:.4g}"
+        )
+
+    def _gate_metrics(self, phase: int, sigma_used: float, observations: list[dict[str, Any]]) -> dict[str, float]:
+        """arise/sigma: the sigma this step's selection used; with auto the target and the window.
+        A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
+        m = {"arise/sigma": float(sigma_used)}
+        if self._gate_calibrates():
+            m["arise/gate_target"] = self._gate.target
+            m["arise/calibration_groups"] = float(len(self._gate.window))
+        if phase == 2 and self.arise.selection.use_gate and any(o["scored"] for o in observations):
+            warning = self._gate.watch(self._arise_metrics["arise/gate_pass_rate"])
+            if warning:
+                logger.warning(warning)
+        return m
 
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
         """Each query group with tau+ non-empty: question, messages, success rate, and its tau+
@@ -332,17 +544,18 @@ class ARISETrainer(PPOTrainerSync):
         if not keep:
             return []
         keys = [batch.keys[i] for i in keep]
-        fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info"]
+        # verl's TQ agent loop stores AgentLoopOutput.extra_fields (the arise_* keys) as one field
+        fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
         train_manager = self.arise.selection.train_manager
-        if train_manager:  # verl's TQ agent loop stores AgentLoopOutput.extra_fields as one field
-            fields.append("extra_fields")
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
+        extra = _as_list(data.pop("extra_fields"))
+        # the skill each trajectory was generated under ("" = unaided): the exact IG uses unaided ones
+        skill_of = [str(_plain(e.get("arise_skill_id", "")) or "") for e in extra]
         # with train_manager the response starts with the skill line: a trace is what follows it
         starts = [0] * len(lengths)
         if train_manager:
-            extra = _as_list(data.pop("extra_fields"))
             in_response = [bool(_plain(e.get("arise_skill_in_response", False))) for e in extra]
             skill_tokens = [int(_plain(e.get("arise_skill_tokens", 0)) or 0) for e in extra]
             starts = [n if flag else 0 for flag, n in zip(in_response, skill_tokens, strict=True)]
@@ -369,7 +582,20 @@ class ARISETrainer(PPOTrainerSync):
                 row = members[j]
                 ids = [int(t) for t in responses[row][starts[row] : int(lengths[row])].tolist()]
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids})
+                traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids, "skill_id": skill_of[row]})
+            # correct unaided traces (also those outside tau+: in Phase II an R=1 control-arm trace
+            # often has a negative advantage beside R=2 ones), best reward first: the exact IG's traces
+            unaided = sorted(
+                (j for j, r in enumerate(member_rewards) if r > 0 and not skill_of[members[j]]),
+                key=lambda j: -member_rewards[j],
+            )
+            unaided_traces = [
+                {
+                    "reward": float(member_rewards[j]),
+                    "ids": [int(t) for t in responses[members[j]][: int(lengths[members[j]])].tolist()],
+                }
+                for j in unaided
+            ]
             out.append(
                 {
                     "uid": uid,
@@ -377,6 +603,7 @@ class ARISETrainer(PPOTrainerSync):
                     "messages": messages,
                     "success_rate": float(np.mean([r > 0 for r in member_rewards])),
                     "traces": traces,
+                    "unaided": unaided_traces,
                 }
             )
         return out
@@ -438,21 +665,28 @@ class ARISETrainer(PPOTrainerSync):
         return new_skills, stats
 
     def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> dict[str, float]:
-        """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` tau+
-        traces of this step: prompt log-probs of each trace with and without the skill, on the
-        rollout engine. Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only."""
+        """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` correct
+        *unaided* traces of this step (one per query group, its best): prompt log-probs of each
+        trace with and without the skill, on the rollout engine. Unaided traces only: a trace
+        generated under one skill is likelier under that skill's context than under any other's,
+        which would favour the skill that wrote it. The skill goes where the agent loop injects it
+        (:meth:`_ig_context`). Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only."""
         cfg = self.arise.ig
         rng = np.random.default_rng([self.arise.seed, step, 7])
-        picked = [groups[i] for i in rng.permutation(len(groups))[: cfg.max_traces]]
-        traces = [(g["messages"], g["traces"][0]["ids"][: cfg.max_response_tokens]) for g in picked]
-        traces = [(m, ids) for m, ids in traces if ids]
+        traces = []
+        for i in rng.permutation(len(groups)):
+            ids = _unaided_trace(groups[i])
+            if ids:
+                traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens]))
+            if len(traces) >= cfg.max_traces:
+                break
         cache = list(self.library.cache)
         if not traces or not cache:
             return {}
         prompts, spans = [], []
         for skill in [None, *cache]:
             for messages, ids in traces:
-                context = self._chat_ids(messages if skill is None else inject_skill(messages, skill.doc))
+                context = self._ig_context(messages, None if skill is None else skill.doc)
                 prompts.append(context + ids)
                 spans.append((len(context), len(context) + len(ids)))
         params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
@@ -471,6 +705,20 @@ class ARISETrainer(PPOTrainerSync):
             entry.ig_exact, entry.ig_step = value, step
             out[entry.skill_id] = value
         return out
+
+    def _ig_context(self, messages, doc) -> list[int]:
+        """The token context a trace follows, with the skill where the agent loop puts it: in the
+        user turn (``SKILL:{json}`` line before the question), or with ``train_manager`` at the start
+        of the assistant turn (chat(query) + ``SKILL:`` + the scored skill tokens + ``\\n``)."""
+        sel = self.arise.selection
+        if doc is None:
+            return self._chat_ids(messages)
+        if not sel.train_manager:
+            return self._chat_ids(inject_skill(messages, doc))
+        kwargs = self.config.data.get("apply_chat_template_kwargs", None) or {}
+        prefix = scoring_prefix_ids(self.tokenizer, messages, scoring_suffix(True), **kwargs)
+        skill_ids = truncate_skill_for_scoring(doc.to_json(), self.tokenizer, sel.max_skill_tokens)
+        return prefix + skill_ids + list(self.tokenizer.encode("\n", add_special_tokens=False))
 
     def _step_metrics(self, phase, observations, events, state, maintenance_s, norm_by_std) -> dict[str, float]:
         n = len(observations)
@@ -529,6 +777,18 @@ class ARISETrainer(PPOTrainerSync):
         if state["ig"]:
             m["arise/ig_exact_mean"] = float(np.mean(list(state["ig"].values())))
         return m
+
+
+def _unaided_trace(group: dict[str, Any]) -> list[int] | None:
+    """The token ids of a query group's best correct unaided trace, or None."""
+    unaided = group.get("unaided")
+    if unaided is None:  # a group built without that list: its unaided tau+ traces
+        unaided = [t for t in group.get("traces", []) if not t.get("skill_id")]
+    return list(unaided[0]["ids"]) if unaided else None
+
+
+def _format_changes(changes: dict[str, tuple[Any, Any]], old: str, new: str) -> str:
+    return "; ".join(f"{name}: {a!r} ({old}) -> {b!r} ({new})" for name, (a, b) in changes.items())
 
 
 def _plain(value):

@@ -438,3 +438,107 @@ def test_load_equal_utility_never_swaps():
     lib.get("s000002").utility = 0.5
     lib.get("s000001").utility = 0.5
     assert lib.step([], [], 2).loaded == []
+
+
+# ------------------------------------------------------------- resume with other settings
+
+
+def _used_library():
+    lib = SkillLibrary(4, 6, 0.9, [doc(i) for i in range(4)], new_skill_policy="literal", seed_trial_uses=0)
+    ids = lib.cache_ids()
+    lib.step([(ids[0], 2.0), (ids[1], 1.0), (ids[2], 0.0), (ids[3], 2.0), (ids[3], 2.0)], [], 1)
+    return lib
+
+
+def test_reconfigure_the_runs_settings_win_and_the_changes_are_returned():
+    lib = _used_library()
+    changes, ev = lib.reconfigure(ema_beta=0.5, rank_by="uplift", trial_uses=8)
+    assert changes == {"ema_beta": (0.9, 0.5), "rank_by": ("utility", "uplift")}  # trial_uses unchanged
+    assert (lib.ema_beta, lib.rank_by) == (0.5, "uplift") and ev.evicted == [] and ev.overflow == []
+    assert lib.settings_diff(ema_beta=0.5) == {}
+    with pytest.raises(ValueError, match="unknown library setting"):
+        lib.reconfigure(cache_size=3)
+    with pytest.raises(ValueError, match="rank_by"):
+        lib.reconfigure(rank_by="vibes")
+    assert lib.rank_by == "uplift"  # a rejected reconfigure changes nothing
+
+
+def test_a_smaller_cache_evicts_by_the_configured_ranking_and_the_next_step_logs_it():
+    lib = _used_library()
+    before = {e.skill_id: e.utility for e in lib.cache}
+    changes, ev = lib.reconfigure(cache_capacity=2, reservoir_capacity=1, max_protected=None)
+    assert changes["cache_capacity"] == (4, 2) and changes["max_protected"] == (2, 1)
+    lowest = sorted(before, key=lambda s: before[s])[:2]
+    assert sorted(ev.evicted) == sorted(lowest) and len(lib.cache) == 2
+    assert len(ev.overflow) == 1 and len(lib.reservoir) == 1  # C_r 1: the overflow rule drops one
+    nxt = lib.step([], [], 2)
+    assert nxt.evicted[:2] == ev.evicted and nxt.overflow[:1] == ev.overflow  # in the step's log
+    assert lib.step([], [], 3).evicted == []  # reported once
+
+
+def test_a_smaller_cache_under_rank_by_uplift_keeps_the_measured_skills():
+    from recipe.arise.library import Contrast
+
+    lib = _used_library()
+    low = min(lib.cache, key=lambda e: e.utility).skill_id  # lowest utility, but it helps
+    lib.step([], [], 2, contrasts=[Contrast(low, 4, 4, 4, 1)])
+    _, ev = lib.reconfigure(cache_capacity=1, rank_by="uplift")
+    assert lib.cache_ids() == [low] and low not in ev.evicted
+
+
+def test_a_version_1_file_takes_the_runs_seed_protection(tmp_path):
+    import json
+
+    lib = SkillLibrary(seed_skills=load_seed_skills(), seed_trial_uses=8)
+    table = pa.Table.from_pylist(lib.to_records(), schema=libmod._arrow_schema()).select(list(range(14)))
+    config = {k: v for k, v in lib.state_dict()["config"].items() if k not in ("seed_trial_uses", "rank_by")}
+    config["format_version"] = 1
+    pq.write_table(
+        table.replace_schema_metadata({b"arise_skill_library": json.dumps(config).encode()}), tmp_path / "v1.parquet"
+    )
+    loaded = SkillLibrary.load(tmp_path / "v1.parquet")
+    assert loaded.seed_trial_uses == 0  # what the file says: seed protection off
+    back, changes, _ = libmod.load_library_file(tmp_path / "v1.parquet", seed_trial_uses=8, rank_by="utility")
+    assert changes == {"seed_trial_uses": (0, 8)} and back.seed_trial_uses == 8
+
+
+def _restoring_trainer(tmp_path, caplog, val_only=False, **library):
+    pytest.importorskip("verl")
+    from types import SimpleNamespace
+
+    from recipe.arise.arise_config import ARISEConfig
+    from recipe.arise.trainer import ARISETrainer
+
+    trainer = SimpleNamespace(
+        arise=ARISEConfig.from_dict({"library": library}),
+        config=SimpleNamespace(trainer={"val_only": val_only}),
+        global_steps=1,
+    )
+    trainer._library_settings = ARISETrainer._library_settings.__get__(trainer)
+    return lambda path: ARISETrainer._restore_library(trainer, str(path))
+
+
+def test_resume_applies_the_runs_library_settings_and_says_so(tmp_path, caplog):
+    import logging
+
+    lib = _used_library()
+    lib.save(tmp_path / "lib.parquet")
+    restore = _restoring_trainer(tmp_path, caplog, cache_capacity=2, seed_trial_uses=0, new_skill_policy="literal")
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.trainer"):
+        back = restore(tmp_path / "lib.parquet")
+    assert back.cache_capacity == 2 and len(back.cache) == 2 and back.reservoir_capacity == 100
+    assert "cache_capacity: 4 (saved) -> 2 (now)" in caplog.text and "reservoir_capacity: 6" in caplog.text
+    assert "moved 2 cache skill(s) to the reservoir" in caplog.text
+    assert back.ema_beta == 0.9 and back.trial_uses == 8  # the run's values (here the file's too)
+
+
+def test_evaluation_keeps_the_saved_library_and_says_what_it_did_not_apply(tmp_path, caplog):
+    import logging
+
+    lib = _used_library()
+    lib.save(tmp_path / "lib.parquet")
+    restore = _restoring_trainer(tmp_path, caplog, val_only=True, cache_capacity=2)
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.trainer"):
+        back = restore(tmp_path / "lib.parquet")
+    assert back == SkillLibrary.load(tmp_path / "lib.parquet")
+    assert "not applied" in caplog.text and "cache_capacity: 4 (saved) -> 2 (this run)" in caplog.text
