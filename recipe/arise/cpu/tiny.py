@@ -1,6 +1,8 @@
 """Tiny local assets for the CPU end-to-end run: tokenizer, model, math task, warm start.
 
-Nothing is downloaded. The task is single-digit addition with the answer in ``\\boxed{}``; a
+The model is a tiny ``Qwen3ForCausalLM`` with a Qwen3-style tokenizer and Qwen3-4B-Instruct-2507's
+(non-thinking) chat format, so the CPU run takes the same model family through verl and vLLM as
+the paper's runs. Nothing is downloaded. The task is single-digit addition with the answer in ``\\boxed{}``; a
 short supervised warm start teaches the format (and, with a few examples, the skill-JSON
 format of the summary rollout) so that the RL run sees real correct answers, real
 positive-advantage groups and real parsed skills — none of it forced by a test.
@@ -18,7 +20,8 @@ import time
 from pathlib import Path
 
 INSTRUCTION = "Put the final answer within \\boxed{}."
-QWEN2_SPLIT = (
+# Qwen2/Qwen3 pre-tokenizer split (digits one by one), as transformers' Qwen2Tokenizer applies it
+QWEN_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
 )
@@ -87,8 +90,10 @@ def solution(a: int, b: int, total: int | None = None) -> str:
 # groups have reward variance, and a relevant injected skill (the one distilled from the
 # question's phrasing) helps — a causal uplift for the control arm to measure, and R=2 beside R=1
 # in one group. The 2-layer model learns them only in part: after the default 500 steps it samples
-# ~33% right answers unaided and ~33% with a seed or a distilled skill in the prompt (docs/design.md).
-P_CORRECT_UNAIDED = 0.75
+# (temperature 1) ~43% right answers unaided, ~45% with a seed and ~35% with a distilled skill in
+# the prompt (docs/design.md). 0.55, not higher: the tiny Qwen3 learns the labels' rate more fully
+# than a tiny Qwen2 did (at 0.75 it sampled ~55% right, leaving less room for RL).
+P_CORRECT_UNAIDED = 0.55
 P_CORRECT_RELEVANT_SKILL = 0.95
 NOISY_COPIES = 8  # answers drawn per (problem, prompt) to realise those rates in the warm-start data
 
@@ -129,54 +134,102 @@ def make_rows(problems, split: str) -> list[dict]:
     return rows
 
 
-def build_tokenizer(out_dir: Path, corpus: list[str]):
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+# Qwen3-4B-Instruct-2507's chat format (ChatML, non-thinking: no <think> block is opened), written
+# for the tiny tokenizer: an optional system turn (with the tool list when ``tools`` are given),
+# user/system turns, assistant turns with their <tool_call> blocks, consecutive tool results grouped
+# in one user turn as <tool_response> blocks, then the generation prompt. A plain user prompt
+# renders as "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", as on the real model.
+QWEN3_CHAT_TEMPLATE = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+    'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": '
+    "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- set content = message.content if message.content is string else '' %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' + content }}"
+    "{%- for tool_call in message.tool_calls or [] %}"
+    "{%- set call = tool_call.function if tool_call.function is defined else tool_call %}"
+    "{%- if content or not loop.first %}{{- '\\n' }}{%- endif %}"
+    '{{- \'<tool_call>\\n{"name": "\' + call.name + \'", "arguments": \' }}'
+    "{{- call.arguments if call.arguments is string else call.arguments | tojson }}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Qwen3's added (not special) tokens for tool calls and thinking: single tokens, as on the real model
+ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
-    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+def build_tokenizer(out_dir: Path, corpus: list[str]):
+    """A byte-level BPE tokenizer with Qwen3's pre-tokenizer, special tokens and chat template, saved
+    as the ``Qwen2Tokenizer`` class Qwen3 checkpoints name (and transformers picks for a ``qwen3``
+    config.json whatever tokenizer.json says: the merges must be learned under its splitting)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
     tok = Tokenizer(models.BPE())
-    # Qwen2's own splitting (digits one by one, then byte level): transformers loads a tokenizer
-    # that sits beside a qwen2 config.json with exactly this pre-tokenizer, whatever the file says,
-    # so the merges must be learned under it.
-    tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=1024,
-        special_tokens=special,
+        special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
-    hf_tok = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
+    merges = [
+        tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in json.loads(tok.to_str())["model"]["merges"]
+    ]
+    hf_tok = Qwen2Tokenizer(
+        vocab=tok.get_vocab(),
+        merges=merges,
         bos_token=None,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         unk_token=None,
         additional_special_tokens=["<|im_start|>"],
+        model_max_length=1024,
+        clean_up_tokenization_spaces=False,
+        padding_side="left",
     )
-    hf_tok.chat_template = (
-        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-        "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-    )
-    hf_tok.padding_side = "left"
+    hf_tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    hf_tok.chat_template = QWEN3_CHAT_TEMPLATE
     hf_tok.save_pretrained(out_dir)
     return hf_tok
 
 
 def build_model(tokenizer, seed: int, hidden: int = 128, layers: int = 2):
+    """A tiny ``Qwen3ForCausalLM``: Qwen3-4B-Instruct-2507's architecture (q_norm/k_norm, no
+    attention bias, grouped-query attention, explicit head_dim, tied embeddings, its RoPE base and
+    RMSNorm epsilon) at 2 layers of width 128."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
-    cfg = Qwen2Config(
+    cfg = Qwen3Config(
         vocab_size=((len(tokenizer) + 63) // 64) * 64,
         hidden_size=hidden,
         intermediate_size=2 * hidden,
@@ -184,13 +237,19 @@ def build_model(tokenizer, seed: int, hidden: int = 128, layers: int = 2):
         num_attention_heads=hidden // 32,
         num_key_value_heads=max(1, hidden // 64),
         head_dim=32,  # vLLM-CPU attention rejects head_dim=16
+        hidden_act="silu",
         max_position_embeddings=1024,
+        rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0},
+        attention_bias=False,
+        use_sliding_window=False,
+        max_window_layers=layers,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = Qwen2ForCausalLM(cfg)
+    model = Qwen3ForCausalLM(cfg)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
@@ -354,9 +413,14 @@ def build_tiny_assets(
     return info
 
 
+# The model family of the default assets: part of the cache key and of the folder's name, so that
+# assets of another family (the earlier tiny Qwen2) are never picked up from the cache.
+ASSETS_FAMILY = "qwen3"
+
+
 def assets_key() -> str:
-    """A hash of everything the default assets depend on: the sources that build them and the
-    library versions that train and save the model."""
+    """A hash of everything the default assets depend on: the model family, the sources that
+    build them and the library versions that train and save the model."""
     import hashlib
 
     import tokenizers
@@ -366,7 +430,7 @@ def assets_key() -> str:
     here = Path(__file__).resolve()
     sources = [here, here.parents[1] / "prompts.py", here.parents[1] / "skill.py"]
     sources.append(here.parents[1] / "data" / "seed_skills.json")
-    h = hashlib.sha256()
+    h = hashlib.sha256(ASSETS_FAMILY.encode())
     for path in sources:
         h.update(path.read_bytes())
     h.update(f"{torch.__version__} {transformers.__version__} {tokenizers.__version__}".encode())
@@ -380,7 +444,7 @@ def cached_assets(cache_root: str | os.PathLike | None = None) -> Path:
     import tempfile
 
     root = Path(cache_root or os.environ.get("ARISE_CACHE") or Path.home() / ".cache" / "arise")
-    target = root / f"tiny-{assets_key()}"
+    target = root / f"tiny-{ASSETS_FAMILY}-{assets_key()}"
     if (target / "tiny_assets.json").is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
