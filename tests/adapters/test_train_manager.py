@@ -3,7 +3,7 @@
 With the option on, the selected skill opens the assistant turn in exactly the tokens it was
 scored with, and those tokens are policy tokens of the response (mask 1), so verl's policy
 gradient reaches log pi(skill | query), the score the Manager selects by. Checked here on the real
-agent loop (verl's servers and the skill pool stubbed; the "engine" is a tiny Qwen2 forward pass),
+agent loop (verl's servers and the skill pool stubbed; the "engine" is a tiny Qwen3 forward pass),
 on verl's own log-prob path, and with one GRPO update through verl's loss.
 """
 
@@ -74,7 +74,7 @@ CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SKILLS, start=1)]
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """A tiny Qwen2 and its BPE tokenizer (recipe.arise.cpu.tiny), random weights: seconds."""
+    """A tiny Qwen3 and its BPE tokenizer (recipe.arise.cpu.tiny), random weights: seconds."""
     from recipe.arise.cpu.tiny import all_problems, build_model, build_tokenizer, question, solution
 
     corpus = [question(a, b, s) + " " + solution(a, b) for a, b, s in all_problems()]
@@ -126,7 +126,7 @@ async def _ready(value):
 
 
 def make_loop(tiny, arise: dict, response_length=256, n=4):
-    """The real ARISEAgentLoop (verl's Continuous Token builder for Qwen2), without verl's worker."""
+    """The real ARISEAgentLoop (verl's Continuous Token builder for Qwen3), without verl's worker."""
     loop = ARISEAgentLoop.__new__(ARISEAgentLoop)
     selection = {"epsilon": 0.0, "use_gate": False, **arise.pop("selection", {})}
     loop.config = {"arise": {"phase1_steps": 0, "selection": selection, **arise}}
@@ -136,7 +136,7 @@ def make_loop(tiny, arise: dict, response_length=256, n=4):
     loop.prompt_length, loop.response_length = 256, response_length
     loop.tokenizer, loop.processor = tiny.tokenizer, None
     loop.apply_chat_template_kwargs, loop.mm_processor_kwargs = {}, {}
-    loop.continuous_token_builder = create_continuous_token_builder(tiny.tokenizer, hf_model_type="qwen2")
+    loop.continuous_token_builder = create_continuous_token_builder(tiny.tokenizer, hf_model_type="qwen3")
     solution = tiny.tokenizer.encode(SOLUTION, add_special_tokens=False) + [tiny.tokenizer.eos_token_id]
     loop.server_manager = ModelServer(tiny.model, solution)
     return loop
