@@ -106,7 +106,11 @@ def test_default_group_mixes_r1_and_r2_and_gets_different_advantages_than_binary
             used.append(False)
             continue
         choice = select_skill_detailed(
-            scores, temperature=sel.initial_temperature, epsilon=sel.epsilon, gate=sel.gate, rng=np.random.default_rng(session)
+            scores,
+            temperature=sel.initial_temperature,
+            epsilon=sel.epsilon,
+            gate=sel.gate,
+            rng=np.random.default_rng(session),
         )
         used.append(choice.index is not None)
     assert any(used) and not all(used)
