@@ -109,11 +109,13 @@ HARNESS = VERSIONS_SRC + textwrap.dedent(
                 os._exit(code)
         os.close(w)
         assert os.read(r, 1) == b"R"
+        # every other trial waits for the child's first complete write, so that however busy the
+        # cores are, half the trials kill a writer that has files on disk already
+        data = os.read(r, 4) if t % 2 else b""
         delay = rng.uniform(0.001, 0.030)
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-        data = b""
         while True:
             chunk = os.read(r, 65536)
             if not chunk:
