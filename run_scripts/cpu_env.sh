@@ -22,9 +22,12 @@ if [ "${ROLLOUT:-vllm}" != vllm ]; then
 fi
 
 # Sizes of the tiny local model's runs (defaults; common.sh turns them into the usual overrides,
-# max_model_len included: 160 + 256 + max(24, 608) = 1,024, the tiny model's positions)
+# max_model_len included: 160 + 256 + max(288, 608) = 1,024, the tiny model's positions). The tiny
+# model answers in ~17 tokens and stops, so the response budget costs nothing where it is unused;
+# 288 (> 2 x max_skill_tokens, the preflight's bound) holds arise.selection.train_manager's skill
+# line (it opens the response) and the answer after it.
 : "${GPUS_PER_NODE:=1}" "${NNODES:=1}" "${TP:=1}"
-: "${MAX_PROMPT:=160}" "${MAX_RESPONSE:=24}" "${SUMMARY_ROOM:=608}"
+: "${MAX_PROMPT:=160}" "${MAX_RESPONSE:=288}" "${SUMMARY_ROOM:=608}"
 : "${TRAIN_BATCH:=4}" "${MICRO_BATCH:=16}"
 : "${ATTN:=sdpa}" # flash-attn has no CPU kernels, even where the package is installed
 

@@ -331,7 +331,28 @@ class ARISETrainer(PPOTrainerSync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps=global_steps, epoch=epoch)
         metrics.update(self._arise_metrics)
         self._arise_metrics = {}
+        # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
+        if self.library is not None and self.arise.selection.train_manager:
+            metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)
+        # ---- end train_manager
         print(console_line(global_steps, self.total_training_steps, metrics), flush=True)
+
+    def _skill_tokens_in_loss(self, batch) -> float:
+        """train_manager: the response tokens with mask 1 inside the skill lines (the first
+        ``arise_skill_tokens`` tokens of a response that opens with one) of the batch the actor
+        trained on; verl's policy loss masks with ``response_mask`` (its ``loss_mask``). 0 means
+        the Manager got no gradient this step."""
+        keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+        if not keys:
+            return 0.0
+        fields = ["response_mask", "extra_fields"]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+        masks = data["response_mask"].to_padded_tensor(padding=0)
+        total = 0
+        for row, extra in enumerate(_as_list(data["extra_fields"])):
+            if bool(_plain(extra.get("arise_skill_in_response", False))):
+                total += int(masks[row, : int(_plain(extra.get("arise_skill_tokens", 0)) or 0)].sum())
+        return float(total)
 
     # ------------------------------------------------------------------ the ARISE step
     def _arise_sample(self, batch) -> None:

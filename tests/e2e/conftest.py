@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def tiny() -> Path:
     """The default assets, from the content-keyed cache the smoke script uses (built once; CI's
-    README command 2 after the tests reuses the build). ARISE_TINY_DIR=DIR uses assets built by
+    README command 2, run before the tests, has built it). ARISE_TINY_DIR=DIR uses assets built by
     ``python -m recipe.arise.cpu.tiny DIR`` instead."""
     reuse = os.environ.get("ARISE_TINY_DIR")
     if reuse and (Path(reuse) / "tiny_assets.json").is_file():

