@@ -146,12 +146,15 @@ def _from_lines(path: Path) -> dict[str, str]:
         if not sep or not name or not version:
             raise ResolutionError(f"{path}:{number}: expected name==version, got {line!r}")
         resolved[canonical(name)] = version
+    if not resolved:  # never a valid stack: e.g. the file a dry run is still being written into
+        raise ResolutionError(f"{path}: no name==version line (ARISE_GPU_STACK names an empty file)")
     return resolved
 
 
-def resolve(refresh: bool = False) -> dict[str, str]:
-    """``{canonical name: version}`` of everything the GPU install brings."""
-    given = os.environ.get("ARISE_GPU_STACK")
+def resolve(refresh: bool = False, given: str | None = None) -> dict[str, str]:
+    """``{canonical name: version}`` of everything the GPU install brings (``given``, default
+    ``$ARISE_GPU_STACK``: a file of the dry run's lines to read instead of resolving)."""
+    given = os.environ.get("ARISE_GPU_STACK") if given is None else given
     if given and not refresh:
         return _from_lines(Path(given))
     return _from_report(report_path(refresh))
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "resolve":
-            for name, version in sorted(resolve(args.refresh).items()):
+            # the dry run always resolves: its output is what $ARISE_GPU_STACK names (CI writes it there)
+            for name, version in sorted(resolve(args.refresh, given="").items()):
                 print(f"{name}=={version}")
         elif args.command == "sources":
             print(sources(args.name))
