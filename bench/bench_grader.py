@@ -1,4 +1,4 @@
-"""Benchmark recipe.arise.grader.grade against verl's built-in MATH scorer.
+"""Benchmark recipe.arise.core.grader.grade against verl's built-in MATH scorer.
 
 Builds N realistic responses (default 512 = one step of batch 64 x G 8) from the raw
 evaluation data (MATH-500 solutions/answers, AMC23, AIME24): multi-paragraph responses,
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    from recipe.arise import grader
+    from recipe.arise.core import grader
 
     cases = build_cases(args.raw or args.shared / "data" / "raw", args.n, args.seed)
     kinds = {}

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from recipe.arise.library import SkillLibrary  # noqa: E402
-from recipe.arise.skill import PROBLEM_TYPES, SkillDoc  # noqa: E402
+from recipe.arise.core.library import SkillLibrary  # noqa: E402
+from recipe.arise.core.skill import PROBLEM_TYPES, SkillDoc  # noqa: E402
 
 GOAL_MS = 5.0
 WORDS = (

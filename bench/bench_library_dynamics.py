@@ -1,9 +1,9 @@
 """Library dynamics under each summary cadence: a framework-free simulation of a whole run.
 
-The real :class:`~recipe.arise.library.SkillLibrary` (C_c = 10, C_r = 100, beta = 0.9,
-``fair_trial``, the 5 seed skills), the real selection (:func:`~recipe.arise.selection.selection_probs`,
-gate delta, per-trajectory epsilon), the real tau+ (:func:`~recipe.arise.groups.positive_advantage_sessions`),
-group choice (:func:`~recipe.arise.groups.choose_summary_groups`), contrasts and hierarchical reward; no
+The real :class:`~recipe.arise.core.library.SkillLibrary` (C_c = 10, C_r = 100, beta = 0.9,
+``fair_trial``, the 5 seed skills), the real selection (:func:`~recipe.arise.core.selection.selection_probs`,
+gate delta, per-trajectory epsilon), the real tau+ (:func:`~recipe.arise.core.groups.positive_advantage_sessions`),
+group choice (:func:`~recipe.arise.core.groups.choose_summary_groups`), contrasts and hierarchical reward; no
 verl, no model. A run has the paper's shape: ``--phase1`` steps of Phase I (N_w = 500), then ``--phase2``
 steps of Phase II, ``--groups`` query groups of G = 8 per step.
 
@@ -48,10 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from recipe.arise.groups import choose_summary_groups, group_contrasts  # noqa: E402
-from recipe.arise.library import Provenance, SkillLibrary  # noqa: E402
-from recipe.arise.reward import hierarchical_reward  # noqa: E402
-from recipe.arise.skill import PROBLEM_TYPES, SkillDoc, fallback_skill, load_seed_skills  # noqa: E402
+from recipe.arise.core.groups import choose_summary_groups, group_contrasts  # noqa: E402
+from recipe.arise.core.library import Provenance, SkillLibrary  # noqa: E402
+from recipe.arise.core.reward import hierarchical_reward  # noqa: E402
+from recipe.arise.core.skill import PROBLEM_TYPES, SkillDoc, fallback_skill, load_seed_skills  # noqa: E402
 
 CADENCES = (-1, 8, 2, 1)  # arise.summary.max_per_step (-1 = every group with tau+, Alg. 1)
 SEED_PROTECTION = (8, 0)  # arise.library.seed_trial_uses

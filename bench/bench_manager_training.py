@@ -3,8 +3,8 @@
 
 A controlled CPU experiment, not the verl trainer: a tiny Qwen2 (recipe.arise.cpu.tiny, random
 weights, its BPE tokenizer) is the policy; every step samples B queries, scores the K cache skills
-on the project's scoring path (recipe.arise.scoring, mean-normalised s_k), selects per trajectory
-with recipe.arise.selection (sigma 1, epsilon 0.1, gate off: with untrained scores max p ~ 1/K
+on the project's scoring path (recipe.arise.core.scoring, mean-normalised s_k), selects per trajectory
+with recipe.arise.core.selection (sigma 1, epsilon 0.1, gate off: with untrained scores max p ~ 1/K
 would never pass delta 0.35), keeps a control arm (2 of G=8), and draws each trajectory's
 correctness from a fixed success rate per arm: the skills' *uplift* over the control arm is known
 by construction. R is the hierarchical reward (or binary for the ``on_binary`` arm); the update is
@@ -40,12 +40,12 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from recipe.arise.core.prompts import inject_skill  # noqa: E402
+from recipe.arise.core.reward import hierarchical_reward  # noqa: E402
+from recipe.arise.core.scoring import scoring_prefix_ids, scoring_requests, scoring_suffix, skill_score  # noqa: E402
+from recipe.arise.core.selection import is_control_session, select_skill_detailed, selection_probs  # noqa: E402
+from recipe.arise.core.skill import SkillDoc, load_seed_skills  # noqa: E402
 from recipe.arise.cpu.tiny import _TINY_SKILLS, all_problems, build_model, build_tokenizer, question  # noqa: E402
-from recipe.arise.prompts import inject_skill  # noqa: E402
-from recipe.arise.reward import hierarchical_reward  # noqa: E402
-from recipe.arise.scoring import scoring_prefix_ids, scoring_requests, scoring_suffix, skill_score  # noqa: E402
-from recipe.arise.selection import is_control_session, select_skill_detailed, selection_probs  # noqa: E402
-from recipe.arise.skill import SkillDoc, load_seed_skills  # noqa: E402
 
 # K = 4 skills; success rate of a trajectory per arm (the control arm: 0.5). Uplift = +0.3, 0, -0.2, -0.4.
 CONTROL_ACC = 0.5

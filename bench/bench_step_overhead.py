@@ -228,9 +228,9 @@ def paper_setup(args, work: Path, tiny: Path) -> tuple[dict, list[str], dict]:
     import pandas as pd
     from transformers import AutoTokenizer
 
-    from recipe.arise.library import SkillLibrary
-    from recipe.arise.prompts import format_skill_injection
-    from recipe.arise.skill import SkillDoc
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.prompts import format_skill_injection
+    from recipe.arise.core.skill import SkillDoc
 
     tokenizer = AutoTokenizer.from_pretrained(tiny / "model")
     docs = [

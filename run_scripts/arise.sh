@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ARISE on GPUs (paper setup). usage: MODEL_PATH=... run_scripts/arise.sh [hydra overrides]
 # Ablations (paper Table 2), each one switch:  ABLATION=binary_reward|random_selection|no_summary|no_gate
-# PRINT_OVERRIDES=1 prints the entry and overrides; SKIP_PREFLIGHT=1 skips recipe.arise.preflight.
+# PRINT_OVERRIDES=1 prints the entry and overrides; SKIP_PREFLIGHT=1 skips recipe.arise.tools.preflight.
 # CPU=1 layers run_scripts/cpu_env.sh on top (what run_scripts/cpu_smoke_arise.sh does).
 # PRESET=<name> adds run_scripts/presets/<name>.sh's overrides (before the command line's).
 # Checkpoints: checkpoints/arise_<model>/arise[_<ablation>][_<preset>] (EXPERIMENT, CKPT_DIR).
@@ -18,7 +18,7 @@ case "${ABLATION:-}" in
   *) echo "unknown ABLATION=$ABLATION (binary_reward|random_selection|no_summary|no_gate)" >&2; exit 2 ;;
 esac
 source "$HERE/common.sh"
-run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" \
+run_main recipe.arise.adapters.main_arise "${COMMON_OVERRIDES[@]}" \
   arise.phase1_steps=${PHASE1_STEPS:-500} \
   ${ABLATION_OVERRIDES[@]+"${ABLATION_OVERRIDES[@]}"} \
   ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

@@ -24,7 +24,7 @@ case "$METHOD" in
       # verl's DAPO reward manager (overlong reward shaping) around the project's grader
       reward.reward_manager.source=register
       reward.reward_manager.name=dapo
-      reward.custom_reward_function.path=pkg://recipe.arise.verl_score
+      reward.custom_reward_function.path=pkg://recipe.arise.adapters.verl_score
       reward.custom_reward_function.name=compute_score
       ++reward.reward_kwargs.overlong_buffer_cfg.enable=True
       ++reward.reward_kwargs.overlong_buffer_cfg.len=$OVERLONG_BUFFER
@@ -38,6 +38,6 @@ case "$METHOD" in
       actor_rollout_ref.actor.clip_ratio_high=0.0004) ;;
   *) echo "unknown METHOD=$METHOD (grpo|drgrpo|dapo|gspo)" >&2; exit 2 ;;
 esac
-run_main recipe.arise.main_arise "${COMMON_OVERRIDES[@]}" arise.enable=false \
+run_main recipe.arise.adapters.main_arise "${COMMON_OVERRIDES[@]}" arise.enable=false \
   ${METHOD_OVERRIDES[@]+"${METHOD_OVERRIDES[@]}"} \
   ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

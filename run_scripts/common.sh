@@ -174,7 +174,7 @@ EVAL_OVERRIDES=("${ENGINE_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
 
 # rotate_metrics FILE: a non-empty FILE (an earlier launch's metrics) becomes FILE's next free
 # launch part, <stem>.launchN.jsonl (N = 1, 2, ... in launch order), so that no launch truncates
-# another's metrics (recipe.arise.report.read_metrics reads the parts, then FILE)
+# another's metrics (recipe.arise.tools.report.read_metrics reads the parts, then FILE)
 rotate_metrics() {
   local file=$1 stem n=1
   [ -s "$file" ] || return 0
@@ -187,7 +187,7 @@ rotate_metrics() {
 # run_main ENTRY OVERRIDES...
 #   PRINT_OVERRIDES=1: print ENTRY=<module> and one override per line, start nothing
 #   (tests/test_run_scripts.py composes and validates every script's final config from this)
-#   otherwise: python -m recipe.arise.preflight (config, resume, disk and memory checks, no GPU
+#   otherwise: python -m recipe.arise.tools.preflight (config, resume, disk and memory checks, no GPU
 #   touched; it records the run's settings in the checkpoint folder) unless SKIP_PREFLIGHT=1, then
 #   the previous launch's metrics file is moved aside and the run starts
 run_main() {
@@ -200,7 +200,7 @@ run_main() {
   fi
   if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
     # with LOG_FILE (the concise console) the preflight prints only what is not OK and its verdict
-    "$PYTHON" -m recipe.arise.preflight --record ${LOG_FILE:+--brief} "$entry" "$@" ||
+    "$PYTHON" -m recipe.arise.tools.preflight --record ${LOG_FILE:+--brief} "$entry" "$@" ||
       { echo "[arise] preflight failed (see above); SKIP_PREFLIGHT=1 starts the run anyway" >&2; return 1; }
   fi
   mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
@@ -211,7 +211,7 @@ run_main() {
     return
   fi
   # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there; the console gets the trainer's
-  # one line per step ("[arise] step ...", printed by recipe.arise.trainer) and, on failure, the
+  # one line per step ("[arise] step ...", printed by recipe.arise.adapters.trainer) and, on failure, the
   # end of the log.
   mkdir -p "$(dirname "$LOG_FILE")"
   echo "[arise] full log: $LOG_FILE"

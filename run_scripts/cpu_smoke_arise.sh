@@ -12,7 +12,7 @@
 #   cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2  BATCH=4  GROUP=4  LR=1e-4  PYTHON=python
 #   VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl (a resumed launch moves the previous one's file to
 #   metrics.launchN.jsonl)  ARISE=true|false (false: plain GRPO baseline through the same code path)
-# It ends with `python -m recipe.arise.verdict --scale tiny` on the run's metrics (every launch):
+# It ends with `python -m recipe.arise.tools.verdict --scale tiny` on the run's metrics (every launch):
 # exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase II).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,14 +65,14 @@ fi
 started=$SECONDS
 bash "$ROOT/run_scripts/arise.sh" "${ARGS[@]}"
 verdict=0
-"$PYTHON" -m recipe.arise.verdict --scale tiny "$VERL_FILE_LOGGER_PATH" || verdict=$?
+"$PYTHON" -m recipe.arise.tools.verdict --scale tiny "$VERL_FILE_LOGGER_PATH" || verdict=$?
 cat <<EOF
 [cpu_smoke] done in $((SECONDS - started)) s. Outputs under $OUT_DIR:
   metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
   per-step library log                             $OUT_DIR/checkpoints/arise/library_log
   full console output (Ray, vLLM, verl)            $LOG_FILE
-  the library:  $PYTHON -m recipe.arise.inspect $OUT_DIR/checkpoints --sort utility
-  a report:     $PYTHON -m recipe.arise.report $OUT_DIR
+  the library:  $PYTHON -m recipe.arise.tools.inspect_run $OUT_DIR/checkpoints --sort utility
+  a report:     $PYTHON -m recipe.arise.tools.report $OUT_DIR
 EOF
 exit "$verdict"

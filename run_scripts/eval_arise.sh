@@ -5,7 +5,7 @@
 #   K=32 DECODING=sampled|greedy SKILLS=true|false OUT=eval_out DATA_FILES="a.parquet b.parquet"
 #   LIBRARY=final|seeds|none|<file>: the checkpoint's library (default with CKPT) | the seed skills
 #   (default without) | no skills (as SKILLS=false) | a library.parquet or a skills.jsonl exported by
-#   `python -m recipe.arise.inspect RUN --export F`, with the checkpoint's weights. LABEL=...; the
+#   `python -m recipe.arise.tools.inspect_run RUN --export F`, with the checkpoint's weights. LABEL=...; the
 #   engine settings (ROLLOUT, ATTN, GPUS_PER_NODE, TP, GPU_MEM_UTIL,
 #   MAX_PROMPT, MAX_RESPONSE, MAX_MODEL_LEN, ...) are common.sh's, as in training.
 #   PRINT_OVERRIDES=1 prints the final entry and overrides; SKIP_PREFLIGHT=1 skips the preflight.
@@ -26,5 +26,5 @@ ARGS=(--model "$MODEL_PATH" --data "${DATA[@]}" --k "${K:-32}" --decoding "${DEC
 [ "${SKIP_PREFLIGHT:-0}" = 1 ] && ARGS+=(--skip-preflight)
 # evaluate.py owns the evaluation keys (data files, val_kwargs, val_only, resume, logger, output
 # folders); the engine settings come from common.sh, as in training
-exec "$PYTHON" -m recipe.arise.evaluate "${ARGS[@]}" -- "${EVAL_OVERRIDES[@]}" \
+exec "$PYTHON" -m recipe.arise.tools.evaluate "${ARGS[@]}" -- "${EVAL_OVERRIDES[@]}" \
   ${PRESET_OVERRIDES[@]+"${PRESET_OVERRIDES[@]}"} "$@"

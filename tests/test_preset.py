@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import preflight
-from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.tools import preflight
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "run_scripts"

@@ -1,8 +1,8 @@
 """Every run script's final config must compose and pass verl's own validation, without a GPU.
 
 Each script prints its entry and final hydra overrides with PRINT_OVERRIDES=1 (run_scripts/common.sh:
-run_main; recipe.arise.evaluate --print-overrides). The config is composed and checked with the
-functions of recipe.arise.preflight, the same ones the scripts run before a job starts: verl's
+run_main; recipe.arise.tools.evaluate --print-overrides). The config is composed and checked with the
+functions of recipe.arise.tools.preflight, the same ones the scripts run before a job starts: verl's
 validate_config and dataclass conversions, no mandatory value unset in a component the run uses,
 rollout.max_model_len >= prompt + response, an actor attention backend the README's GPU install
 provides. Also here: the preflight CLI and its memory estimator (a fake Qwen3-4B config.json).
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import preflight
-from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.tools import preflight
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "run_scripts"
@@ -86,7 +86,7 @@ def composed():
 @pytest.mark.parametrize("script,env", CASES, ids=IDS)
 def test_final_config_passes_verl_validation(script, env, composed):
     entry, overrides, cfg = composed(script, env)
-    assert entry == "recipe.arise.main_arise"  # baselines and evaluation go through the ARISE trainer too
+    assert entry == "recipe.arise.adapters.main_arise"  # baselines and evaluation go through the ARISE trainer too
     findings = preflight.check_config(cfg, entry, check_paths=False, check_runtime=False)
     errors = [f.line() for f in findings if f.level == "ERROR"]
     assert not errors, "\n".join(errors)
@@ -188,7 +188,7 @@ def test_preset_overrides_come_after_the_script_and_before_the_command_line(tmp_
         _, overrides = preflight.script_overrides(SCRIPTS / "arise.sh", ["arise.selection.epsilon=0.3"], env=env)
         assert overrides.index("arise.selection.use_gate=false") < overrides.index("arise.selection.gate=0.5")
         assert overrides[-1] == "arise.selection.epsilon=0.3"
-        cfg = preflight.compose("recipe.arise.main_arise", overrides)
+        cfg = preflight.compose("recipe.arise.adapters.main_arise", overrides)
         assert cfg.arise.selection.gate == 0.5 and cfg.arise.selection.epsilon == 0.3
         assert cfg.data.max_response_length == 2048  # an environment default of the preset
         assert cfg.trainer.default_local_dir.endswith(f"/arise_m/arise_no_gate_{name}")  # its own folder
@@ -227,7 +227,7 @@ def test_metrics_of_an_earlier_launch_are_moved_aside(tmp_path):
         "metrics.launch2.jsonl",
     ]
     assert json.loads((tmp_path / "metrics.launch1.jsonl").read_text())["step"] == 1
-    from recipe.arise.report import read_metrics
+    from recipe.arise.tools.report import read_metrics
 
     rows, _ = read_metrics(metrics)
     assert sorted(rows) == [1, 2, 3]
@@ -272,7 +272,7 @@ def test_baselines_run_through_the_arise_trainer(method, composed):
         assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.28, "token-mean")
         assert algo.filter_groups.metric == "acc"
         assert (reward.reward_manager.source, reward.reward_manager.name) == ("register", "dapo")
-        assert reward.custom_reward_function.path == "pkg://recipe.arise.verl_score"  # the same grader
+        assert reward.custom_reward_function.path == "pkg://recipe.arise.adapters.verl_score"  # the same grader
         assert reward.reward_kwargs.overlong_buffer_cfg.enable and reward.reward_kwargs.max_resp_len == 4096
         assert 0 < reward.reward_kwargs.overlong_buffer_cfg.len < 4096
     else:  # the ARISE reward manager, binary with arise.enable=false: the project's grader
@@ -300,7 +300,9 @@ def test_evaluation_config(skills, composed):
     assert cfg.trainer.default_local_dir == "/tmp/arise_eval_print/trainer_state"
     assert any(o.startswith("hydra.run.dir=") and "/tmp/arise_eval_print/hydra" in o for o in overrides)
     # the registration env var from arise_trainer.yaml survives the added key
-    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "recipe.arise.verl_register"
+    assert (
+        cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == "recipe.arise.adapters.verl_register"
+    )
 
 
 def test_cpu_scripts_layer_on_the_gpu_path(composed):
@@ -331,7 +333,7 @@ def test_cpu_smoke_keeps_its_interface():
         **PY,
     }
     _, overrides = _overrides("cpu_smoke_arise.sh", env)
-    cfg = preflight.compose("recipe.arise.main_arise", overrides)
+    cfg = preflight.compose("recipe.arise.adapters.main_arise", overrides)
     assert cfg.trainer.total_training_steps == 3 and cfg.arise.phase1_steps == 1 and cfg.trainer.save_freq == 3
     assert cfg.data.train_batch_size == 2 and cfg.actor_rollout_ref.rollout.n == 2
     assert cfg.actor_rollout_ref.actor.optim.lr == 0.5
@@ -371,7 +373,7 @@ def test_mistyped_override_fails_to_compose():
 
 def test_attention_and_padding_overrides(composed):
     _, overrides, _ = composed("qwen3_4b_arise.sh", {})
-    entry = "recipe.arise.main_arise"
+    entry = "recipe.arise.adapters.main_arise"
     flash = preflight.compose(entry, overrides + ["actor_rollout_ref.model.override_config.attn_implementation=x"])
     assert preflight.attention_backend(flash) == "x"  # plain key=value works after the script's ++
     # verl's default when nothing is set: flash_attention_2, which the README install lacks
@@ -386,7 +388,7 @@ def test_attention_and_padding_overrides(composed):
 def _findings(composed, level: str, *extra: str) -> str:
     """The preflight's findings of one level for the paper's script plus ``extra`` overrides."""
     _, overrides, _ = composed("qwen3_4b_arise.sh", {})
-    entry = "recipe.arise.main_arise"
+    entry = "recipe.arise.adapters.main_arise"
     cfg = preflight.compose(entry, overrides + list(extra))
     return " ".join(f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == level)
 
@@ -412,7 +414,7 @@ def test_validation_really_runs(composed):
 
 def test_eval_without_rollout_name_would_crash():
     """The evaluation tool sets rollout.name itself (verl's default is ???, MissingMandatoryValue)."""
-    from recipe.arise import evaluate
+    from recipe.arise.tools import evaluate
 
     args = evaluate.argparse.Namespace(
         data=["/x/a.parquet"],
@@ -428,7 +430,7 @@ def test_eval_without_rollout_name_would_crash():
         no_skills=False,
         overrides=[],
     )
-    cfg = preflight.compose("recipe.arise.main_arise", evaluate.build_overrides(args, check_files=False))
+    cfg = preflight.compose("recipe.arise.adapters.main_arise", evaluate.build_overrides(args, check_files=False))
     assert cfg.actor_rollout_ref.rollout.name == "vllm" and not preflight.missing_values(cfg)
 
 
@@ -451,7 +453,7 @@ QWEN3_4B = {
 
 def _qwen_cfg(composed, *extra):
     _, overrides, _ = composed("qwen3_4b_arise.sh", {})
-    return preflight.compose("recipe.arise.main_arise", overrides + list(extra))
+    return preflight.compose("recipe.arise.adapters.main_arise", overrides + list(extra))
 
 
 def test_model_shape_from_config_json(tmp_path):
@@ -512,7 +514,7 @@ def test_estimate_warns_when_the_kv_cache_is_small(composed):
 def _preflight_cli(args, env):
     started = time.time()
     proc = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.preflight", *args],
+        [sys.executable, "-m", "recipe.arise.tools.preflight", *args],
         cwd=REPO,
         env=_clean_env(env),
         capture_output=True,
@@ -549,9 +551,9 @@ def test_preflight_cli_on_the_paper_script(tmp_path):
 def test_preflight_touches_no_gpu_and_no_ray():
     code = (
         "import sys, io, contextlib\n"
-        "from recipe.arise import preflight\n"
+        "from recipe.arise.tools import preflight\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    preflight.run_preflight('recipe.arise.main_arise', ['actor_rollout_ref.rollout.name=vllm'])\n"
+        "    preflight.run_preflight('recipe.arise.adapters.main_arise', ['actor_rollout_ref.rollout.name=vllm'])\n"
         "import torch, ray\n"
         "assert not torch.cuda.is_initialized()\n"
         "assert not ray.is_initialized()\n"

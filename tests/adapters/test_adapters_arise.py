@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("verl")
 
-from recipe.arise.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
-from recipe.arise.arise_config import ARISEConfig  # noqa: E402
-from recipe.arise.skill import load_seed_skills  # noqa: E402
-from recipe.arise.trainer import ARISETrainer, _new_step_state  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+from recipe.arise.adapters.trainer import ARISETrainer, _new_step_state  # noqa: E402
+from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
 SEEDS = load_seed_skills()
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SEEDS, start=1)]
@@ -328,7 +328,7 @@ def test_prefix_cache_scoring_only_on_vllm_with_its_prefix_cache(name, enabled):
 
 
 def test_pool_publishes_the_cache_utilities_beside_the_cache():
-    from recipe.arise.pool import SkillPool
+    from recipe.arise.adapters.library_replica import SkillPool
 
     pool = SkillPool()
     assert pool.snapshot()["utilities"] is None
@@ -456,7 +456,7 @@ class StreamedPool:
 
 
 def streamed_trainer(monkeypatch, pool, timeout_s=600.0):
-    import recipe.arise.trainer as trainer_module
+    import recipe.arise.adapters.trainer as trainer_module
 
     monkeypatch.setattr(trainer_module, "ray", SimpleNamespace(get=lambda ref: ref))
     cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first", "timeout_s": timeout_s}})
@@ -490,7 +490,7 @@ def test_a_later_config_reusing_a_freed_id_is_not_served_the_old_arise_config(mo
     """The agent loop parses the ARISE section once per config object, keyed by id(); CPython
     reuses a freed object's id, which once served a test's train_manager=false loop the parsed
     config of an earlier train_manager=true one."""
-    import recipe.arise.agent_loop as agent_loop_module
+    import recipe.arise.adapters.agent_loop as agent_loop_module
 
     monkeypatch.setattr(agent_loop_module, "_CONFIGS", {})
     on_section = {"selection": {"train_manager": True}}

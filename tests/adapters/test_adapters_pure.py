@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import library_digest, read_log, record_resume, write_step_log
-from recipe.arise.scoring import SCORING_SUFFIX, scoring_requests, skill_logprob_sum
-from recipe.arise.skill import load_seed_skills
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_log import library_digest, read_log, record_resume, write_step_log
+from recipe.arise.core.scoring import SCORING_SUFFIX, scoring_requests, skill_logprob_sum
+from recipe.arise.core.skill import load_seed_skills
 
 
 def test_config_defaults_are_the_paper_table():
@@ -87,7 +87,7 @@ def test_scoring_requests_share_the_prefix_and_truncate_skills():
 
 def test_positive_advantage_sessions():
     pytest.importorskip("verl")
-    from recipe.arise.trainer import positive_advantage_sessions
+    from recipe.arise.adapters.trainer import positive_advantage_sessions
 
     assert positive_advantage_sessions([0, 1, 2, 2]) == [2, 3]
     assert positive_advantage_sessions([1, 1, 1]) == []  # zero variance: no tau+

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise.evaluate import collect_results, combine, read_validation_metrics, table_rows, write_outputs
+from recipe.arise.tools.evaluate import collect_results, combine, read_validation_metrics, table_rows, write_outputs
 
 METRICS = {
     "val-core/aime24/acc/mean@4": 0.5,
@@ -83,7 +83,7 @@ def test_read_validation_metrics_errors_clearly(tmp_path):
 
 
 def _args(tmp_path, **kw):
-    from recipe.arise import evaluate
+    from recipe.arise.tools import evaluate
 
     base = dict(
         data=[str(tmp_path / "a.parquet")],
@@ -104,7 +104,7 @@ def _args(tmp_path, **kw):
 
 
 def test_build_overrides_layers(tmp_path, monkeypatch):
-    from recipe.arise.evaluate import build_overrides
+    from recipe.arise.tools.evaluate import build_overrides
 
     (tmp_path / "a.parquet").touch()
     (tmp_path / "model").mkdir()
@@ -131,7 +131,7 @@ def test_build_overrides_layers(tmp_path, monkeypatch):
 
 def test_eval_runs_in_the_callers_cwd(tmp_path, monkeypatch, capsys):
     """No cwd switch (a relative MODEL_PATH keeps working); the metrics path travels both ways."""
-    from recipe.arise import evaluate
+    from recipe.arise.tools import evaluate
 
     (tmp_path / "a.parquet").touch()
     calls = []
@@ -151,15 +151,15 @@ def test_eval_runs_in_the_callers_cwd(tmp_path, monkeypatch, capsys):
     )
     assert rc == 0 and len(calls) == 1
     cmd, kwargs = calls[0]
-    assert "cwd" not in kwargs and cmd[1:3] == ["-m", "recipe.arise.main_arise"]
+    assert "cwd" not in kwargs and cmd[1:3] == ["-m", "recipe.arise.adapters.main_arise"]
     assert json.loads((out / "eval.json").read_text())["results"]["aime24"]["pass@1"] == 0.25
 
 
 def test_print_overrides_starts_nothing(tmp_path, monkeypatch, capsys):
-    from recipe.arise import evaluate
+    from recipe.arise.tools import evaluate
 
     monkeypatch.setattr(evaluate.subprocess, "run", lambda *a, **k: pytest.fail("started a run"))
     rc = evaluate.main(["--model", "m", "--data", "/nowhere/x.parquet", "--out", str(tmp_path), "--print-overrides"])
     lines = capsys.readouterr().out.splitlines()
-    assert rc == 0 and lines[0] == "ENTRY=recipe.arise.main_arise"
+    assert rc == 0 and lines[0] == "ENTRY=recipe.arise.adapters.main_arise"
     assert "trainer.val_only=True" in lines and not (tmp_path / "val_metrics.jsonl").exists()

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import recipe.arise.reward_manager as reward_manager_module
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.reward_manager import ARISERewardManager
+import recipe.arise.adapters.reward_manager as reward_manager_module
+from recipe.arise.adapters.reward_manager import ARISERewardManager
+from recipe.arise.core.arise_config import ARISEConfig
 
 
 class FakeTokenizer:
@@ -84,7 +84,7 @@ class StreamPool:
     """The pool's stream side: claims the group on its second trajectory, collects deliveries."""
 
     def __init__(self, client):
-        from recipe.arise.stream import SummaryStream
+        from recipe.arise.core.stream import SummaryStream
 
         self.stream, self.delivered, self.traces = SummaryStream(), [], []
         self.stream.begin("k", budget=-1, group_size=2)

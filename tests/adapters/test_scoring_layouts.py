@@ -19,9 +19,9 @@ import pytest
 
 pytest.importorskip("verl")
 
-from recipe.arise.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
-from recipe.arise.arise_config import ARISEConfig  # noqa: E402
-from recipe.arise.skill import load_seed_skills  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]

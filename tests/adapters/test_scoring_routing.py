@@ -20,9 +20,9 @@ pytest.importorskip("verl")
 from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.router import GlobalRequestLoadBalancer  # noqa: E402
 
-from recipe.arise.agent_loop import ARISEAgentLoop  # noqa: E402
-from recipe.arise.arise_config import ARISEConfig  # noqa: E402
-from recipe.arise.skill import load_seed_skills  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
 CFG = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})

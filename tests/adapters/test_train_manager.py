@@ -21,18 +21,18 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E40
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop  # noqa: E402
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
-import recipe.arise.agent_loop as agent_loop_module  # noqa: E402
-from recipe.arise.agent_loop import ARISEAgentLoop  # noqa: E402
-from recipe.arise.arise_config import ARISEConfig  # noqa: E402
-from recipe.arise.prompts import inject_skill  # noqa: E402
-from recipe.arise.scoring import (  # noqa: E402
+import recipe.arise.adapters.agent_loop as agent_loop_module  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.core.prompts import inject_skill  # noqa: E402
+from recipe.arise.core.scoring import (  # noqa: E402
     MANAGER_SCORING_SUFFIX,
     SCORING_SUFFIX,
     scoring_prefix_ids,
     skill_score,
     skill_token_logprobs,
 )
-from recipe.arise.skill import SkillDoc  # noqa: E402
+from recipe.arise.core.skill import SkillDoc  # noqa: E402
 
 QUESTION = "What is 1 plus 2? Put the final answer within \\boxed{}."
 MESSAGES = [{"role": "user", "content": QUESTION}]
@@ -260,8 +260,8 @@ def test_the_grader_grades_the_solution_not_the_leading_skill(tiny, monkeypatch)
     solution: a ``\\boxed{99}`` inside the skill neither counts nor hides the solution's box."""
     from verl import DataProto
 
-    import recipe.arise.reward_manager as reward_manager_module
-    from recipe.arise.reward_manager import ARISERewardManager
+    import recipe.arise.adapters.reward_manager as reward_manager_module
+    from recipe.arise.adapters.reward_manager import ARISERewardManager
 
     tok = tiny.tokenizer
     trap = SKILLS[2].to_json()
@@ -376,7 +376,7 @@ def test_verl_log_probs_of_the_skill_tokens_are_the_scoring_values(tiny, monkeyp
 
 def skill_scores(model, tokenizer, train_manager: bool) -> list[float]:
     """s_k of every cache skill on the project's scoring path (mean-normalised, Eq. 2)."""
-    from recipe.arise.scoring import scoring_requests, scoring_suffix
+    from recipe.arise.core.scoring import scoring_requests, scoring_suffix
 
     prefix = scoring_prefix_ids(tokenizer, MESSAGES, scoring_suffix(train_manager))
     scores = []

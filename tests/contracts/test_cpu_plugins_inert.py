@@ -40,7 +40,7 @@ except importlib.metadata.PackageNotFoundError:
     vllm_version = None
 print(json.dumps({
     "entry_point_loaded": "recipe.arise.cpu.verl_plugin" in sys.modules,
-    "platform_module_imported": "recipe.arise.cpu.platform" in sys.modules,
+    "platform_module_imported": "recipe.arise.cpu.cpu_platform" in sys.modules,
     "cpu_platform": "cpu" in PlatformRegistry.registered_names(),
     "new_meta_path": [type(f).__name__ for f in sys.meta_path if f not in meta_path_before],
     "init_process_group_patched": dist.init_process_group is not c10d.init_process_group

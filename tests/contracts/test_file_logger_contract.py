@@ -1,5 +1,5 @@
 """What the run scripts' metrics paths rely on in verl's file logger (``trainer.logger`` "file",
-verl/utils/tracking.py ``FileLogger``; run_scripts/common.sh and recipe/arise/evaluate.py set
+verl/utils/tracking.py ``FileLogger``; run_scripts/common.sh and recipe/arise/tools/evaluate.py set
 ``VERL_FILE_LOGGER_PATH``):
 
 - the path is ``VERL_FILE_LOGGER_PATH`` when set (no config key), else

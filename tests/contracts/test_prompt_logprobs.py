@@ -1,7 +1,7 @@
 """Skill scoring gets the same numbers from vLLM and from SGLang.
 
 ARISE scores a skill with one request (prompt_logprobs=0, max_tokens=1) and sums the skill
-tokens' prompt log-probs from ``extra_fields["prompt_logprobs"]`` (recipe.arise.scoring). verl
+tokens' prompt log-probs from ``extra_fields["prompt_logprobs"]`` (recipe.arise.core.scoring). verl
 fills that field with a different function per backend: ``extract_prompt_logprobs`` for a vLLM
 ``RequestOutput`` (verl/workers/rollout/vllm_rollout/utils.py) and
 ``_extract_prompt_logprobs_sglang`` for SGLang's ``meta_info`` (verl/workers/rollout/
@@ -21,7 +21,7 @@ import json
 
 import pytest
 
-from recipe.arise.scoring import skill_logprob_sum
+from recipe.arise.core.scoring import skill_logprob_sum
 
 PROMPT = [11, 12, 13, 14, 15, 16, 17]  # 4 query-prefix tokens, then 3 skill tokens
 LOGPROBS = [None, -0.5, -1.25, -0.125, -2.0, -0.75, -0.0625]  # log p(token j | tokens < j)

@@ -1,5 +1,5 @@
 """What ``arise.replay_poll_s`` relies on, read from verl's source on both stacks (conftest.py)
-(recipe/arise/trainer.py ``ARISETrainer._build_replay_buffer``):
+(recipe/arise/adapters/trainer.py ``ARISETrainer._build_replay_buffer``):
 
 - the v1 trainer builds its replay buffer in ``_build_replay_buffer`` during ``__init__`` (the
   recipe parses its config section before calling the base ``__init__``);

@@ -1,6 +1,6 @@
 """What the streamed summary rollouts (``arise.summary.stream``) rely on, read from verl's source
-on both stacks (conftest.py) (recipe/arise/trainer.py ``on_sample_begin``/``_streamed_summaries``,
-recipe/arise/reward_manager.py ``_stream_summary``):
+on both stacks (conftest.py) (recipe/arise/adapters/trainer.py ``on_sample_begin``/``_streamed_summaries``,
+recipe/arise/adapters/reward_manager.py ``_stream_summary``):
 
 - the v1 trainer calls ``on_sample_begin`` right before it samples (generates) a batch and
   ``on_sample_end`` right after, inside the same ``gen`` timer, so the stream is open for exactly

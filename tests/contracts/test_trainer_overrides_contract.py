@@ -1,4 +1,4 @@
-"""The private verl trainer methods recipe/arise/trainer.py overrides exist, with the signatures
+"""The private verl trainer methods recipe/arise/adapters/trainer.py overrides exist, with the signatures
 the overrides assume (ARISETrainer on verl's v1 ``PPOTrainerSync``):
 
 - every method ``ARISETrainer`` defines that verl's trainer also defines (``__init__``,
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TRAINER = REPO / "recipe" / "arise" / "trainer.py"
+TRAINER = REPO / "recipe" / "arise" / "adapters" / "trainer.py"
 BASE = ("verl.trainer.ppo.v1.trainer_sync", "PPOTrainerSync")
 REPLAY = ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer")
 REQUIRED = {"__init__", "_build_replay_buffer", "_load_checkpoint", "_save_checkpoint", "_compute_metrics"}

@@ -1,11 +1,11 @@
-"""The calibrated gate (recipe.arise.calibration): sigma_i*, the window's exact pass rate, edge cases."""
+"""The calibrated gate (recipe.arise.core.calibration): sigma_i*, the window's exact pass rate, edge cases."""
 
 import math
 
 import numpy as np
 import pytest
 
-from recipe.arise.calibration import (
+from recipe.arise.core.calibration import (
     PAPER_SKILL_USE,
     calibrate,
     critical_temperature,
@@ -15,7 +15,7 @@ from recipe.arise.calibration import (
     pass_rate,
     resolve_temperature,
 )
-from recipe.arise.selection import select_skill_detailed, selection_probs
+from recipe.arise.core.selection import select_skill_detailed, selection_probs
 
 
 def _passes(scores, sigma, delta):
@@ -123,7 +123,7 @@ def test_max_prob_quantiles():
 
 
 def test_gate_calibrator_window_update_and_state_roundtrip():
-    from recipe.arise.calibration import GateCalibrator
+    from recipe.arise.core.calibration import GateCalibrator
 
     cal = GateCalibrator(delta=0.35, target=0.73, window=50, initial=1.0)
     assert cal.sigma == 1.0 and cal.update() == 1.0  # nothing scored yet: the initial sigma
@@ -148,7 +148,7 @@ def test_gate_calibrator_window_update_and_state_roundtrip():
 
 
 def test_gate_calibrator_warns_about_a_fixed_sigma_that_never_lets_skills_through():
-    from recipe.arise.calibration import GateCalibrator
+    from recipe.arise.core.calibration import GateCalibrator
 
     fixed = GateCalibrator(delta=0.35, target=0.73, window=8, initial=1.0, fixed=1.0, patience=10)
     warnings = [fixed.watch(0.0) for _ in range(9)]
@@ -164,8 +164,8 @@ def _stub_trainer(selection=None, phase1_steps=2):
     pytest.importorskip("verl")
     from types import SimpleNamespace
 
-    from recipe.arise.arise_config import ARISEConfig
-    from recipe.arise.trainer import ARISETrainer
+    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"phase1_steps": phase1_steps, "selection": selection or {}})
     trainer = SimpleNamespace(arise=cfg, global_steps=0, _arise_metrics={})
@@ -256,8 +256,8 @@ def test_trainer_saves_sigma_beside_the_library_and_restores_it(tmp_path):
 def test_the_steps_queries_are_scored_against_the_next_cache(mode):
     from types import SimpleNamespace
 
-    from recipe.arise.library import SkillLibrary
-    from recipe.arise.skill import load_seed_skills
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.skill import load_seed_skills
 
     class Tok:
         def encode(self, text, add_special_tokens=False):
@@ -303,10 +303,10 @@ def test_the_agent_loop_uses_the_published_sigma():
     import asyncio
     from types import SimpleNamespace
 
-    from recipe.arise.agent_loop import ARISEAgentLoop, default_info
-    from recipe.arise.arise_config import ARISEConfig
-    from recipe.arise.pool import SkillPool
-    from recipe.arise.skill import load_seed_skills
+    from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info
+    from recipe.arise.adapters.library_replica import SkillPool
+    from recipe.arise.core.arise_config import ARISEConfig
+    from recipe.arise.core.skill import load_seed_skills
 
     cache = [(f"s{i}", doc.to_json()) for i, doc in enumerate(load_seed_skills(None))]
 

@@ -1,4 +1,4 @@
-"""The task grader (``recipe.arise.grader``): box extraction, normalisation, integer and
+"""The task grader (``recipe.arise.core.grader``): box extraction, normalisation, integer and
 math-verify matching, the pre-guards, the time bound.  Dataset-based tests run on the fixture rows
 in tests/fixtures/raw and, marked ``shared_data``, on the full local copies (``raw_root``, see
 tests/conftest.py).  Worker faults: tests/reliability/test_grader_faults.py."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import grader as gr
-from recipe.arise.grader import extract_boxed, grade, is_pathological, normalize_answer
+from recipe.arise.core import grader as gr
+from recipe.arise.core.grader import extract_boxed, grade, is_pathological, normalize_answer
 
 BOUND = 2.0  # timeout used in these tests
 SLACK = 2.0  # scheduling slack on a loaded 2-core box

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recipe.arise.library as libmod
-from recipe.arise.library import LibraryFormatError, SkillLibrary
-from recipe.arise.reward import hierarchical_reward
-from recipe.arise.selection import select_skill
-from recipe.arise.skill import SkillDoc, load_seed_skills
+import recipe.arise.core.library as libmod
+from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+from recipe.arise.core.reward import hierarchical_reward
+from recipe.arise.core.selection import select_skill
+from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
 
 def doc(i, name=None):
@@ -477,7 +477,7 @@ def test_a_smaller_cache_evicts_by_the_configured_ranking_and_the_next_step_logs
 
 
 def test_a_smaller_cache_under_rank_by_uplift_keeps_the_measured_skills():
-    from recipe.arise.library import Contrast
+    from recipe.arise.core.library import Contrast
 
     lib = _used_library()
     low = min(lib.cache, key=lambda e: e.utility).skill_id  # lowest utility, but it helps
@@ -506,8 +506,8 @@ def _restoring_trainer(tmp_path, caplog, val_only=False, **library):
     pytest.importorskip("verl")
     from types import SimpleNamespace
 
-    from recipe.arise.arise_config import ARISEConfig
-    from recipe.arise.trainer import ARISETrainer
+    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.core.arise_config import ARISEConfig
 
     trainer = SimpleNamespace(
         arise=ARISEConfig.from_dict({"library": library}),
@@ -524,7 +524,7 @@ def test_resume_applies_the_runs_library_settings_and_says_so(tmp_path, caplog):
     lib = _used_library()
     lib.save(tmp_path / "lib.parquet")
     restore = _restoring_trainer(tmp_path, caplog, cache_capacity=2, seed_trial_uses=0, new_skill_policy="literal")
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.trainer"):
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.adapters.trainer"):
         back = restore(tmp_path / "lib.parquet")
     assert back.cache_capacity == 2 and len(back.cache) == 2 and back.reservoir_capacity == 100
     assert "cache_capacity: 4 (saved) -> 2 (now)" in caplog.text and "reservoir_capacity: 6" in caplog.text
@@ -538,7 +538,7 @@ def test_evaluation_keeps_the_saved_library_and_says_what_it_did_not_apply(tmp_p
     lib = _used_library()
     lib.save(tmp_path / "lib.parquet")
     restore = _restoring_trainer(tmp_path, caplog, val_only=True, cache_capacity=2)
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.trainer"):
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.adapters.trainer"):
         back = restore(tmp_path / "lib.parquet")
     assert back == SkillLibrary.load(tmp_path / "lib.parquet")
     assert "not applied" in caplog.text and "cache_capacity: 4 (saved) -> 2 (this run)" in caplog.text

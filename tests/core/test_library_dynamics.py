@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recipe.arise.selection import selection_probs
+from recipe.arise.core.selection import selection_probs
 
 _PATH = Path(__file__).resolve().parents[2] / "bench" / "bench_library_dynamics.py"
 _spec = importlib.util.spec_from_file_location("bench_library_dynamics", _PATH)

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.groups import (
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.groups import (
     choose_summary_groups,
     exact_information_gain,
     group_contrasts,
@@ -19,17 +19,17 @@ from recipe.arise.groups import (
     mechanism_metrics,
     positive_advantage_sessions,
 )
-from recipe.arise.library import Contrast, Provenance, SkillLibrary
-from recipe.arise.reward import hierarchical_reward
-from recipe.arise.scoring import skill_score
-from recipe.arise.selection import (
+from recipe.arise.core.library import Contrast, Provenance, SkillLibrary
+from recipe.arise.core.reward import hierarchical_reward
+from recipe.arise.core.scoring import skill_score
+from recipe.arise.core.selection import (
     control_arm_size,
     finite_scores,
     is_control_session,
     select_skill_detailed,
     selection_probs,
 )
-from recipe.arise.skill import SkillDoc, load_seed_skills
+from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
 
 def verl_grpo(rewards, norm_by_std=True):

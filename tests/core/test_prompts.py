@@ -1,13 +1,13 @@
 import pytest
 
-from recipe.arise.prompts import (
+from recipe.arise.core.prompts import (
     SKILL_PREFIX,
     build_summary_prompt,
     format_skill_injection,
     inject_skill,
     summary_messages,
 )
-from recipe.arise.skill import load_seed_skills
+from recipe.arise.core.skill import load_seed_skills
 
 SKILL = load_seed_skills()[0]
 

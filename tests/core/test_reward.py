@@ -1,10 +1,10 @@
 """The hierarchical reward R = r_task + r_skill (App. D.2) and the grader names re-exported by
-``recipe.arise.reward`` (the reward manager, verl_score and the benchmarks import them from there)."""
+``recipe.arise.core.reward`` (the reward manager, verl_score and the benchmarks import them from there)."""
 
 import pytest
 
-from recipe.arise import grader, reward
-from recipe.arise.reward import hierarchical_reward
+from recipe.arise.core import grader, reward
+from recipe.arise.core.reward import hierarchical_reward
 
 
 def test_reward_reexports_the_grader():

@@ -1,4 +1,4 @@
-"""recipe.arise.scoring: the pmi score and the prompt log-prob layouts of a prefix-cache hit.
+"""recipe.arise.core.scoring: the pmi score and the prompt log-prob layouts of a prefix-cache hit.
 
 verl's list for a prompt of L tokens (entry j = the log-prob of token j + 1, one padding entry):
 vLLM's V1 model runner gives L entries (those below the hit H uninitialised), its V2 runner the
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.scoring import (
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.scoring import (
     MANAGER_SCORING_SUFFIX,
     QUERY_FREE_MESSAGES,
     SCORE_NORMS,

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe.arise.selection import (
+from recipe.arise.core.selection import (
     Selection,
     select_skill,
     select_skill_detailed,

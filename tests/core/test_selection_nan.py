@@ -4,7 +4,7 @@ a failed scoring request): uniform over the candidates with a finite score only.
 import numpy as np
 import pytest
 
-from recipe.arise.selection import finite_scores, select_skill_detailed
+from recipe.arise.core.selection import finite_scores, select_skill_detailed
 
 
 def _explore(scores, seeds=200, **kw):

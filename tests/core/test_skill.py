@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recipe.arise.skill import (
+from recipe.arise.core.skill import (
     DEFAULT_CHECK,
     MAX_DOC_CHARS,
     PROBLEM_TYPES,

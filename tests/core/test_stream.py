@@ -2,9 +2,9 @@
 
 import pytest
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.groups import choose_summary_groups
-from recipe.arise.stream import SummaryStream
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.groups import choose_summary_groups
+from recipe.arise.core.stream import SummaryStream
 
 
 def feed(stream, uid, rewards):

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from recipe.arise.groups import group_contrasts, mechanism_metrics
-from recipe.arise.inspect import library_rows, select_rows
-from recipe.arise.library import Contrast, SkillLibrary, _arrow_schema
-from recipe.arise.reward import hierarchical_reward
-from recipe.arise.skill import SkillDoc
+from recipe.arise.core.groups import group_contrasts, mechanism_metrics
+from recipe.arise.core.library import Contrast, SkillLibrary, _arrow_schema
+from recipe.arise.core.reward import hierarchical_reward
+from recipe.arise.core.skill import SkillDoc
+from recipe.arise.tools.inspect_run import library_rows, select_rows
 
 
 def _obs(uid, skill, correct, control=False):
@@ -102,7 +102,7 @@ def test_version_2_files_load_with_the_uplift_restarted(tmp_path, caplog):
     easy, hard = lib.cache_ids()
     lib.step([(easy, 2.0)], [], 1, contrasts=group_contrasts(_simpson_observations(easy, hard)))
     _write_old_version(lib, tmp_path / "v2.parquet", 2, 25)
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.library"):
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.core.library"):
         back = SkillLibrary.load(tmp_path / "v2.parquet")
     e = back.get(easy)
     assert e.uplift is None and e.uplift_groups == 0  # unmeasured: pooled counts cannot be split by group
@@ -125,7 +125,7 @@ def test_version_1_files_still_load(tmp_path):
 
 
 def test_bad_uplift_sums_are_rejected(tmp_path):
-    from recipe.arise.library import LibraryFormatError
+    from recipe.arise.core.library import LibraryFormatError
 
     lib = _library("a_skill")
     rows = lib.to_records()
@@ -155,8 +155,8 @@ MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 def _ig_trainer(train_manager=False):
     pytest.importorskip("verl")
-    from recipe.arise.arise_config import ARISEConfig
-    from recipe.arise.trainer import ARISETrainer
+    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
     lib = _library("skill_a", "skill_b")
@@ -251,8 +251,8 @@ class _Jagged:
 
 def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
     pytest.importorskip("verl")
-    import recipe.arise.trainer as trainer_mod
-    from recipe.arise.arise_config import ARISEConfig
+    import recipe.arise.adapters.trainer as trainer_mod
+    from recipe.arise.core.arise_config import ARISEConfig
 
     # one group: 2 control-arm trajectories (one right: R=1), 2 with a skill (one right: R=2)
     texts = ["ctrl_right", "ctrl_wrong", "skill_right", "skill_wrong"]

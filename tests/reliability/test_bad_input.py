@@ -28,12 +28,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recipe.arise import grader as rw
-from recipe.arise import library as library_mod
-from recipe.arise.data_prep import math500
-from recipe.arise.data_prep.common import run_main
-from recipe.arise.library import LibraryFormatError, SkillLibrary
-from recipe.arise.skill import (
+from recipe.arise.core import grader as rw
+from recipe.arise.core import library as library_mod
+from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+from recipe.arise.core.skill import (
     MAX_DOC_CHARS,
     MAX_JSON_CANDIDATES,
     SEED_SKILLS_PATH,
@@ -41,6 +39,8 @@ from recipe.arise.skill import (
     load_seed_skills,
     parse_skill,
 )
+from recipe.arise.data_prep import math500
+from recipe.arise.data_prep.common import run_main
 
 GOOD_SKILL = {
     "skill_name": "telescoping_sum",

@@ -7,7 +7,7 @@ a random delay of 1-30 ms, i.e. almost always in the middle of a save. Afterward
 must be a complete version -- the last one the child reported or the one it was writing (its
 ``os.replace`` may land before the report) -- never a partial or mixed file, and the only other
 files allowed in the folder are the hidden temp files of interrupted saves, which neither the
-loaders nor the checkpoint discovery of ``recipe.arise.inspect`` pick up.
+loaders nor the checkpoint discovery of ``recipe.arise.tools.inspect_run`` pick up.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from recipe.arise.inspect import resolve_library_path
-from recipe.arise.library import LibraryFormatError, SkillLibrary
-from recipe.arise.library_log import read_log
+from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+from recipe.arise.core.library_log import read_log
+from recipe.arise.tools.inspect_run import resolve_library_path
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(
@@ -41,8 +41,8 @@ LOG_TMP_RE = re.compile(r"^\.step_\d{8}\.parquet\.[A-Za-z0-9_]+\.tmp$")  # write
 VERSIONS_SRC = textwrap.dedent(
     """
     def make_versions():
-        from recipe.arise.library import SkillLibrary
-        from recipe.arise.skill import SkillDoc
+        from recipe.arise.core.library import SkillLibrary
+        from recipe.arise.core.skill import SkillDoc
 
         def doc(i, tag):
             return SkillDoc(f"{tag}_skill_{i}", ("algebra", "geometry", "number_theory")[i % 3],
@@ -81,8 +81,8 @@ HARNESS = VERSIONS_SRC + textwrap.dedent(
             os.write(w, struct.pack("<I", j))
 
     def child_log(d, w):
-        from recipe.arise.library_log import write_step_log
-        from recipe.arise.library import StepEvents
+        from recipe.arise.core.library_log import write_step_log
+        from recipe.arise.core.library import StepEvents
         j = 0
         while True:
             j += 1
@@ -235,7 +235,7 @@ def test_sigkill_during_library_log_writes_keeps_every_step_file_complete(tmp_pa
 
 def test_atomic_writes_get_the_umask_permissions_not_mkstemps(tmp_path):
     """A library written into a shared checkpoint folder is as readable as the model shards beside it."""
-    from recipe.arise.library import SkillLibrary
+    from recipe.arise.core.library import SkillLibrary
 
     old = os.umask(0o022)
     try:

@@ -1,4 +1,4 @@
-"""Faults in the grader's worker processes (``recipe.arise.grader.WorkerPool``), in this process.
+"""Faults in the grader's worker processes (``recipe.arise.core.grader.WorkerPool``), in this process.
 
 ``grade()`` is called from many threads at once (the reward manager's executor).  Whatever
 happens to a worker, every call returns within its time bound, and a fault costs at most the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import grader as gr
+from recipe.arise.core import grader as gr
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the workers import grader_tasks by name (they inherit sys.path)
@@ -256,7 +256,7 @@ EXIT_SCRIPT = textwrap.dedent(
     """
     import sys, threading, time
     sys.path.insert(0, {repo!r})
-    from recipe.arise import grader as gr
+    from recipe.arise.core import grader as gr
 
     if __name__ == "__main__":
         gr.configure_grader("auto", pool_size=2)

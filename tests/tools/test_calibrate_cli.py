@@ -1,4 +1,4 @@
-"""recipe.arise.calibrate: data and library loading, the training's scoring, the printed table.
+"""recipe.arise.tools.calibrate: data and library loading, the training's scoring, the printed table.
 
 The vLLM engine is replaced by a fake that returns prompt log-probs in verl's layout; the real
 engine run is a manual step (docs/design.md: the calibrated gate)."""
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recipe.arise import calibrate as cli
-from recipe.arise.calibration import GATE_FILE, critical_temperatures, pass_rate
-from recipe.arise.scoring import SCORING_SUFFIX
-from recipe.arise.selection import select_skill_detailed
+from recipe.arise.core.calibration import GATE_FILE, critical_temperatures, pass_rate
+from recipe.arise.core.scoring import SCORING_SUFFIX
+from recipe.arise.core.selection import select_skill_detailed
+from recipe.arise.tools import calibrate as cli
 
 
 class ByteTokenizer:
@@ -43,8 +43,8 @@ def test_load_queries_samples_rows_and_names_a_bad_file(tmp_path):
 
 
 def test_load_skills_seeds_or_a_library_with_its_saved_sigma(tmp_path):
-    from recipe.arise.library import SkillLibrary
-    from recipe.arise.skill import load_seed_skills
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.skill import load_seed_skills
 
     texts, sigma = cli.load_skills(None, None)
     assert len(texts) == 5 and sigma is None and json.loads(texts[0])
@@ -112,7 +112,7 @@ def test_main_prints_the_report(tmp_path, monkeypatch, capsys):
 
 
 def test_score_queries_pmi_takes_each_skill_relative_to_its_query_free_baseline():
-    from recipe.arise import scoring
+    from recipe.arise.core import scoring
 
     if "pmi" not in scoring.SCORE_NORMS:
         pytest.skip("this scoring module has no pmi norm")

@@ -1,4 +1,4 @@
-"""The evolved library as a file: ``python -m recipe.arise.inspect RUN --export skills.jsonl``, read
+"""The evolved library as a file: ``python -m recipe.arise.tools.inspect_run RUN --export skills.jsonl``, read
 back by ``arise.library.load_from``; and evaluation with ``LIBRARY=final|seeds|none|<file>``."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import inspect as insp
-from recipe.arise.library import (
+from recipe.arise.core.library import (
     Contrast,
     LibraryFormatError,
     Provenance,
@@ -21,7 +20,8 @@ from recipe.arise.library import (
     library_from_jsonl,
     load_library_file,
 )
-from recipe.arise.skill import SkillDoc, load_seed_skills
+from recipe.arise.core.skill import SkillDoc, load_seed_skills
+from recipe.arise.tools import inspect_run as insp
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -194,8 +194,8 @@ def test_eval_arise_library_final_needs_a_checkpoint():
 
 def test_eval_library_keys_compose_into_the_config(tmp_path):
     """The keys LIBRARY sets exist in the trainer config (hydra would refuse unknown ones)."""
-    from recipe.arise import preflight
-    from recipe.arise.arise_config import ARISEConfig
+    from recipe.arise.core.arise_config import ARISEConfig
+    from recipe.arise.tools import preflight
 
     path = tmp_path / "skills.jsonl"
     path.write_text(json.dumps(_doc(1).to_dict()) + "\n")

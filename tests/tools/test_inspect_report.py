@@ -1,4 +1,4 @@
-"""Tests of the analysis tools: ``recipe.arise.inspect`` (library table) and ``recipe.arise.report``
+"""Tests of the analysis tools: ``recipe.arise.tools.inspect_run`` (library table) and ``recipe.arise.tools.report``
 (HTML + PNG report), on small synthetic runs built here.  The two "smoke run" tests take a real run
 folder instead when ``ARISE_SMOKE_DIR`` names one (e.g. the OUT_DIR of run_scripts/cpu_smoke_arise.sh)."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import inspect as insp
-from recipe.arise import report as rep
-from recipe.arise.library import SkillLibrary
-from recipe.arise.library_log import read_log, write_step_log
-from recipe.arise.skill import SkillDoc
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_log import read_log, write_step_log
+from recipe.arise.core.skill import SkillDoc
+from recipe.arise.tools import inspect_run as insp
+from recipe.arise.tools import report as rep
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -153,7 +153,7 @@ def test_a_checkpoints_root_resolves_to_the_step_verl_would_resume(tmp_path):
 
 
 def test_a_resume_sets_aside_the_step_logs_past_its_checkpoint(tmp_path):
-    from recipe.arise.library_log import set_aside_steps_after
+    from recipe.arise.core.library_log import set_aside_steps_after
 
     build_run(tmp_path, steps=6)
     log_root = tmp_path / "checkpoints" / "arise"
@@ -277,7 +277,7 @@ def test_errors_exit_2_naming_the_path(tmp_path, capsys):
 
 def test_module_entry_point(run):
     out = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.inspect", str(run["root"]), "--sort", "utility", "--top", "1"],
+        [sys.executable, "-m", "recipe.arise.tools.inspect_run", str(run["root"]), "--sort", "utility", "--top", "1"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -287,7 +287,7 @@ def test_module_entry_point(run):
     best = max(run["saved"][6].entries(), key=lambda e: (e.utility, -e.created_step))
     assert best.skill_id in out.stdout and best.doc.skill_name in out.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.inspect", "/nonexistent/x.parquet"],
+        [sys.executable, "-m", "recipe.arise.tools.inspect_run", "/nonexistent/x.parquet"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.arise import preflight
+from recipe.arise.tools import preflight
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRY = "recipe.arise.main_arise"
+ENTRY = "recipe.arise.adapters.main_arise"
 
 PHI4_MINI = {  # the fields of microsoft/Phi-4-mini-instruct's config.json the checks read
     "architectures": ["Phi3ForCausalLM"],

@@ -36,8 +36,7 @@ def _gpu_stack():
 
 
 def tools() -> list[str]:
-    names = [f"{PACKAGE}.{n}" for n in ("preflight", "evaluate", "inspect", "report", "calibrate")]
-    names = [n for n in names if _module_file(n) is not None]  # calibrate may not exist yet
+    names = [f"{PACKAGE}.tools.{n}" for n in ("preflight", "evaluate", "inspect_run", "report", "calibrate", "verdict")]
     names += sorted(
         f"{PACKAGE}.data_prep.{p.stem}" for p in (REPO / "recipe/arise/data_prep").glob("*.py") if p.stem != "__init__"
     )
@@ -123,9 +122,9 @@ def gpu_set() -> dict[str, str]:
 
 def test_the_walk_sees_lazy_and_transitive_imports():
     # the check can fail: report's plotting import is lazy and preflight reaches verl through the trainer
-    assert "matplotlib" in third_party_imports(f"{PACKAGE}.report")
+    assert "matplotlib" in third_party_imports(f"{PACKAGE}.tools.report")
     assert "datasets" in third_party_imports(f"{PACKAGE}.data_prep.common")  # try/except ImportError: raise
-    assert {"verl", "omegaconf"} <= set(third_party_imports(f"{PACKAGE}.preflight"))
+    assert {"verl", "omegaconf"} <= set(third_party_imports(f"{PACKAGE}.tools.preflight"))
 
 
 @pytest.mark.parametrize("tool", tools())

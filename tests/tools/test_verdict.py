@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise import verdict
+from recipe.arise.tools import verdict
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def _write(path: Path, rows: dict[int, dict]) -> Path:
 
 def _run(*args) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "recipe.arise.verdict", *map(str, args)], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "recipe.arise.tools.verdict", *map(str, args)], cwd=REPO, capture_output=True, text=True
     )
 
 

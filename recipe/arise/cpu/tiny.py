@@ -321,8 +321,8 @@ def build_tiny_assets(
     """
     import pandas as pd
 
-    from recipe.arise.prompts import build_summary_prompt, inject_skill, summary_messages
-    from recipe.arise.skill import SkillDoc, load_seed_skills
+    from recipe.arise.core.prompts import build_summary_prompt, inject_skill, summary_messages
+    from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
     started = time.time()
     out = Path(out_dir)
@@ -428,7 +428,7 @@ def assets_key() -> str:
     import transformers
 
     here = Path(__file__).resolve()
-    sources = [here, here.parents[1] / "prompts.py", here.parents[1] / "skill.py"]
+    sources = [here, here.parents[1] / "core" / "prompts.py", here.parents[1] / "core" / "skill.py"]
     sources.append(here.parents[1] / "data" / "seed_skills.json")
     h = hashlib.sha256(ASSETS_FAMILY.encode())
     for path in sources:

@@ -81,7 +81,7 @@ def activate():
     if _FINDER not in sys.meta_path:
         sys.meta_path.append(_FINDER)
     _patch_gloo_backend()
-    from recipe.arise.cpu import platform  # noqa: F401  (registers the "cpu" platform)
+    from recipe.arise.cpu import cpu_platform  # noqa: F401  (registers the "cpu" platform)
 
 
 if cpu_mode_enabled():

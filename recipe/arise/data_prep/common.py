@@ -544,7 +544,7 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 
 def write_parquet_atomic(rows: list[dict], out_path: str | os.PathLike) -> Path:
     """Write rows with the fixed SCHEMA to out_path atomically (tmp file + os.replace)."""
-    from recipe.arise.library import write_table_atomic  # the project's one atomic parquet writer
+    from recipe.arise.core.library import write_table_atomic  # the project's one atomic parquet writer
 
     return write_table_atomic(rows_to_table(rows), out_path)
 

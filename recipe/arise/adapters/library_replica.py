@@ -1,11 +1,11 @@
 """The library's read replica and observation inbox, shared by every worker through Ray.
 
-The trainer owns the authoritative :class:`~recipe.arise.library.SkillLibrary` (it is saved in
+The trainer owns the authoritative :class:`~recipe.arise.core.library.SkillLibrary` (it is saved in
 checkpoints and maintained once per step on the driver). After each maintenance it publishes the
 cache here; agent-loop workers on any node read it with ``ray.get_actor(POOL_NAME)``. Reward
 workers post one observation per training trajectory, so UPDATE also sees the groups that
 dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
-:class:`~recipe.arise.stream.SummaryStream` through which a group's summary rollout starts as
+:class:`~recipe.arise.core.stream.SummaryStream` through which a group's summary rollout starts as
 soon as its G rewards are in.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recipe.arise.stream import SummaryStream
+from recipe.arise.core.stream import SummaryStream
 
 POOL_NAME = "arise_skill_pool"
 

@@ -1,6 +1,6 @@
 """Is ARISE alive in this run, or silently plain GRPO? A verdict from verl's metrics file(s).
 
-    python -m recipe.arise.verdict [--scale auto|tiny|gpu] [--launch-only] METRICS.jsonl [MORE.jsonl ...]
+    python -m recipe.arise.tools.verdict [--scale auto|tiny|gpu] [--launch-only] METRICS.jsonl [MORE.jsonl ...]
 
 ``run_scripts/gpu_check.sh`` prints it after ~10 steps on the user's GPUs, ``run_scripts/
 cpu_smoke_arise.sh`` after the tiny CPU run. One line per check: metric, value, threshold, status
@@ -15,7 +15,7 @@ Scales: ``gpu`` holds the paper's regime to the paper's numbers (skill use 42-89
 parsed > 85 %); ``tiny`` (the CPU smoke run: a 0.4 M-parameter model, 6 steps) fails only what no
 healthy tiny run shows (no skill used in >= 3 Phase II steps, scoring failing) and marks the rest
 INFO. ``auto``: tiny below 64 trajectories per step. Metrics files: each one with the earlier
-launches' parts (``metrics.launchN.jsonl``, :func:`recipe.arise.report.metrics_launches`) unless
+launches' parts (``metrics.launchN.jsonl``, :func:`recipe.arise.tools.report.metrics_launches`) unless
 ``--launch-only``; later files' steps replace earlier ones.
 """
 
@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipe.arise.report import read_metrics
+from recipe.arise.tools.report import read_metrics
 
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
 MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them

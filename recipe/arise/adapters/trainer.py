@@ -10,7 +10,7 @@ ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/d
   Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
   step, groups chosen by ``arise.summary.choose``) on the same rollout servers, or, with
   ``arise.summary.stream``, the ones the reward workers started during the wave (opened in
-  ``on_sample_begin``, see ``recipe.arise.stream``); every
+  ``on_sample_begin``, see ``recipe.arise.core.stream``); every
   ``arise.ig.every_n_steps`` the exact IG of the cache skills. After the step's last sampled
   batch (``parameter_sync_step`` batches make one global step) and once per global step:
   UPDATE -> ADD -> EVICT -> LOAD -> DELETE with the step's observations and within-group
@@ -41,24 +41,24 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.calibrate import score_queries
-from recipe.arise.calibration import GATE_FILE, GateCalibrator
-from recipe.arise.groups import (
+from recipe.arise.adapters.library_replica import get_or_create_pool
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
+from recipe.arise.core.groups import (
     choose_summary_groups,
     exact_information_gain,
     group_contrasts,
     mechanism_metrics,
     positive_advantage_sessions,
 )
-from recipe.arise.library import SkillLibrary, atomic_write, library_from_jsonl, load_library_file
-from recipe.arise.library_log import record_resume, set_aside_steps_after, write_step_log
-from recipe.arise.pool import get_or_create_pool
-from recipe.arise.prompts import inject_skill
-from recipe.arise.scoring import scoring_prefix_ids, scoring_suffix
-from recipe.arise.selection import top_m_candidates, truncate_skill_for_scoring
-from recipe.arise.skill import load_seed_skills
-from recipe.arise.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
+from recipe.arise.core.library import SkillLibrary, atomic_write, library_from_jsonl, load_library_file
+from recipe.arise.core.library_log import record_resume, set_aside_steps_after, write_step_log
+from recipe.arise.core.prompts import inject_skill
+from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
+from recipe.arise.core.selection import top_m_candidates, truncate_skill_for_scoring
+from recipe.arise.core.skill import load_seed_skills
+from recipe.arise.core.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
+from recipe.arise.tools.calibrate import score_queries
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -415,7 +415,7 @@ class ARISETrainer(PPOTrainerSync):
         self._arise_metrics.update(self._gate_metrics(phase, sigma_used, observations))
 
     # ------------------------------------------------------------------ the calibrated gate
-    # arise.selection.temperature: auto (recipe.arise.calibration, docs/design.md): sigma from the
+    # arise.selection.temperature: auto (recipe.arise.core.calibration, docs/design.md): sigma from the
     # score vectors of the last calibration_window Phase II groups, published with the cache
     def _init_gate(self) -> None:
         sel = self.arise.selection

@@ -1,4 +1,4 @@
-"""Entry point: ``python -m recipe.arise.main_arise [hydra overrides]``.
+"""Entry point: ``python -m recipe.arise.adapters.main_arise [hydra overrides]``.
 
 Composes ``recipe/arise/config/arise_trainer.yaml`` (verl's ``ppo_trainer`` plus the ``arise:``
 section) and hands it to verl's own ``main_ppo`` entry, which starts Ray and the v1 trainer
@@ -9,7 +9,7 @@ import os
 
 import hydra
 
-REGISTER_MODULE = "recipe.arise.verl_register"
+REGISTER_MODULE = "recipe.arise.adapters.verl_register"
 
 
 def _ensure_registered_everywhere() -> None:

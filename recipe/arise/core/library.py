@@ -877,7 +877,7 @@ class SkillLibrary:
 
 
 # ------------------------------------------------------------------ the library as a JSONL file
-# One skill per line (`python -m recipe.arise.inspect RUN --export skills.jsonl`), readable by
+# One skill per line (`python -m recipe.arise.tools.inspect_run RUN --export skills.jsonl`), readable by
 # `arise.library.load_from`. Fields: "skill" (the five-field document; required), "id", "tier"
 # (cache | reservoir; default cache), "utility", "uses", "created_step", "updated_step",
 # "provenance" {origin, step, uid, query, rewards}, "counts" {the raw counters a resumed

@@ -3,7 +3,7 @@
 Same correctness check as ARISE (last ``\\boxed{}``, math-verify, bounded time), binary reward.
 """
 
-from recipe.arise.grader import grade
+from recipe.arise.core.grader import grade
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:

@@ -6,7 +6,7 @@ are matched exactly by value after light normalisation of the boxed text, withou
 cheap pre-guards reject pathological answers (length, control bytes, brace depth, digit runs,
 power towers / huge exponents, factorials / binomials of big numbers).  Everything else goes
 through math-verify in worker processes, bounded in time from any thread.  The reward formula
-built on this (0 / 1 / 1 + bonus) is :func:`recipe.arise.reward.hierarchical_reward`.
+built on this (0 / 1 / 1 + bonus) is :func:`recipe.arise.core.reward.hierarchical_reward`.
 
 Worker processes: :class:`WorkerPool`
 -------------------------------------

@@ -1,7 +1,7 @@
-"""HTML report of an ARISE run: ``python -m recipe.arise.report RUN_DIR [options]``.
+"""HTML report of an ARISE run: ``python -m recipe.arise.tools.report RUN_DIR [options]``.
 
 Reads the per-step library log (``<log_dir>/library_log/step_XXXXXXXX.parquet``, see
-:mod:`recipe.arise.library_log`) and, when present, verl's file-tracker metrics
+:mod:`recipe.arise.core.library_log`) and, when present, verl's file-tracker metrics
 (``metrics.jsonl``: one ``{"step": N, "data": {...}}`` per line) and writes into ``--out``
 (default ``RUN_DIR/report``):
 
@@ -581,7 +581,7 @@ def _provenance_html(top_rows) -> str:
 
 def _final_library(run_dir: Path, step: int, lib_log: Path):
     """The checkpointed library of the log's last step, if there is one (for the IG proxy)."""
-    from recipe.arise.library import LibraryFormatError, SkillLibrary
+    from recipe.arise.core.library import LibraryFormatError, SkillLibrary
 
     roots = [run_dir / "checkpoints", run_dir, lib_log.parent.parent]
     for root in roots:
@@ -799,7 +799,8 @@ def build_report(
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m recipe.arise.report", description="HTML report (library log + tracker metrics) of an ARISE run."
+        prog="python -m recipe.arise.tools.report",
+        description="HTML report (library log + tracker metrics) of an ARISE run.",
     )
     p.add_argument("run_dir", help="run folder (holds metrics.jsonl and checkpoints/arise/library_log)")
     p.add_argument("--out", default=None, help="output folder (default RUN_DIR/report)")

@@ -1,4 +1,4 @@
-"""Inspect a stored ARISE skill library: ``python -m recipe.arise.inspect PATH [options]``.
+"""Inspect a stored ARISE skill library: ``python -m recipe.arise.tools.inspect_run PATH [options]``.
 
 PATH may be
 
@@ -18,7 +18,7 @@ prints one skill whole: its document, statistics and provenance (the step and so
 was distilled from, the rewards of those traces, JSON or fallback). ``--export FILE.jsonl`` writes
 the selected skills (all by default; ``--tier``, ``--type``, ``--name``, ``--sort`` and ``--top``
 apply), one JSON document per line with utility, uses, uplift and provenance
-(``recipe.arise.library.export_rows``); ``arise.library.load_from`` reads that file back.
+(``recipe.arise.core.library.export_rows``); ``arise.library.load_from`` reads that file back.
 PATH may also be such an exported ``.jsonl``.
 
 The uplift is the skill's causal uplift: the weighted mean over the query groups that used it beside
@@ -27,7 +27,7 @@ a control arm of (its success rate minus the control arm's), shown with its stan
 Errors (missing path, no checkpoint with a library, malformed parquet) print ``error: ...``
 naming the path and exit with status 2.
 
-Named ``inspect`` as the task asks; it is only ever imported as ``recipe.arise.inspect`` (run it with
+Named ``inspect`` as the task asks; it is only ever imported as ``recipe.arise.tools.inspect_run`` (run it with
 ``python -m``), so it does not shadow the standard library module.
 """
 
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.library import LibraryFormatError, SkillLibrary, export_jsonl, library_from_jsonl
+from recipe.arise.core.library import LibraryFormatError, SkillLibrary, export_jsonl, library_from_jsonl
 
 __all__ = [
     "InspectError",
@@ -370,7 +370,7 @@ def format_skill(row: dict[str, Any], lib_path: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m recipe.arise.inspect",
+        prog="python -m recipe.arise.tools.inspect_run",
         description="Print the cache and reservoir of a stored ARISE skill library.",
     )
     p.add_argument("path", help="library.parquet, a global_step_N folder, or a checkpoints root (latest step)")

@@ -1,4 +1,4 @@
-"""Append-only per-step log of the skill library, for analysis (``recipe.arise.report``).
+"""Append-only per-step log of the skill library, for analysis (``recipe.arise.tools.report``).
 
 One parquet file per training step under ``<log_dir>/library_log/`` (a parquet dataset: read the
 whole log with ``pandas.read_parquet(dir)``), each written atomically. Rows are events
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.library import write_table_atomic
+from recipe.arise.core.library import write_table_atomic
 
 COLUMNS = (
     "step",

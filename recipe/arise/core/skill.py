@@ -66,7 +66,7 @@ MAX_JSON_CANDIDATES = 256
 MAX_JSON_OBJECT_CHARS = 4_000  # longest JSON object considered as a skill document
 MAX_JSON_DEPTH = 32
 
-SEED_SKILLS_PATH = Path(__file__).resolve().parent / "data" / "seed_skills.json"
+SEED_SKILLS_PATH = Path(__file__).resolve().parents[1] / "data" / "seed_skills.json"
 
 FALLBACK_NAME = "trace_abstract"
 FALLBACK_PREFIX = "Solve by: "

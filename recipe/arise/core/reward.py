@@ -1,6 +1,6 @@
 """The hierarchical reward of ARISE (paper §3, App. D.2): R = r_task + r_skill.
 
-``r_task`` is the task grade of :mod:`recipe.arise.grader` (last boxed answer vs the ground
+``r_task`` is the task grade of :mod:`recipe.arise.core.grader` (last boxed answer vs the ground
 truth, math-verify in worker processes with a time bound); this module holds the formula on top
 of it and re-exports the grader's public names, which the reward manager, ``verl_score`` and the
 benchmarks import from here too.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from recipe.arise.grader import (
+from recipe.arise.core.grader import (
     DEFAULT_TIMEOUT_S,
     configure_grader,
     extract_boxed,

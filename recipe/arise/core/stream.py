@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recipe.arise.groups import positive_advantage_sessions
+from recipe.arise.core.groups import positive_advantage_sessions
 
 __all__ = ["SummaryStream"]
 

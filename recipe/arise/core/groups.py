@@ -8,7 +8,7 @@
 - :func:`exact_information_gain`: the paper's exact IG (App. D.3) from trace log-probs.
 
 An *observation* is one training trajectory as the reward manager posts it to the skill pool
-(``recipe.arise.reward_manager``): a dict with at least ``uid``, ``skill_id``, ``reward``,
+(``recipe.arise.adapters.reward_manager``): a dict with at least ``uid``, ``skill_id``, ``reward``,
 ``correct``, ``phase`` and ``control``.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from recipe.arise.library import Contrast
+from recipe.arise.core.library import Contrast
 
 __all__ = [
     "positive_advantage_sessions",
@@ -47,7 +47,7 @@ def choose_summary_groups(
     ``hardest``: lowest ``success_rate`` first, ties in random order — a success on a query the
     policy mostly fails carries the most that the library does not already hold. ``random``:
     uniform without replacement. ``first``: in the order given (what streaming does, where a group
-    is chosen as its rewards complete: ``recipe.arise.stream``).
+    is chosen as its rewards complete: ``recipe.arise.core.stream``).
     """
     if choose not in ("hardest", "random", "first"):
         raise ValueError(f"choose must be 'hardest', 'random' or 'first', got {choose!r}")

@@ -1,9 +1,9 @@
 """Evaluate a checkpoint the paper's way (App. A.3) on verl's own validation machinery.
 
-``python -m recipe.arise.evaluate --model BASE --checkpoint CKPT/global_step_N --data F1 F2 ... \
+``python -m recipe.arise.tools.evaluate --model BASE --checkpoint CKPT/global_step_N --data F1 F2 ... \
     --k 32 --decoding sampled --out DIR [-- hydra overrides]``
 
-It runs ``recipe.arise.main_arise`` with ``trainer.val_only=True`` (no second inference stack):
+It runs ``recipe.arise.adapters.main_arise`` with ``trainer.val_only=True`` (no second inference stack):
 the actor weights and the skill library saved with that checkpoint are restored, the ARISE
 pipeline is active (selection with epsilon = ``arise.selection.val_epsilon`` = 0, the gate), and
 every problem is answered ``k`` times. The gate's sigma is frozen at the one saved with that
@@ -15,7 +15,7 @@ library (baselines); ``--library final|seeds|none|FILE`` picks the library: the 
 (default with ``--checkpoint``), the seed skills, none, or a ``library.parquet`` / exported
 ``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
 
-Before the run starts, ``recipe.arise.preflight`` composes and checks the final config (no GPU is
+Before the run starts, ``recipe.arise.tools.preflight`` composes and checks the final config (no GPU is
 touched); ``--print-overrides`` prints the run's entry and overrides instead of running (the
 scripts' ``PRINT_OVERRIDES=1``). Everything the run writes stays under ``--out``, whatever the cwd.
 """
@@ -162,7 +162,7 @@ def read_validation_metrics(path: str | os.PathLike) -> dict[str, float]:
     return found
 
 
-ENTRY = "recipe.arise.main_arise"
+ENTRY = "recipe.arise.adapters.main_arise"
 
 
 def _hydra_str(value: str | os.PathLike) -> str:
@@ -179,7 +179,7 @@ def _local_or_id(path: str) -> str:
 def build_overrides(args, check_files: bool = True) -> list[str]:
     """The validation run's hydra overrides, in three layers (later ones win):
 
-    1. defaults a bare ``python -m recipe.arise.evaluate`` needs (verl leaves ``rollout.name`` at
+    1. defaults a bare ``python -m recipe.arise.tools.evaluate`` needs (verl leaves ``rollout.name`` at
        ``???``); the scripts set them again from ``run_scripts/common.sh``;
     2. the pass-through overrides after ``--`` (the engine settings of ``eval_arise.sh``, yours);
     3. the keys this tool owns: data files, sampling, val-only, resume, logger and output folders.
@@ -280,7 +280,9 @@ def main(argv=None) -> int:
         "--print-overrides", action="store_true", help="print ENTRY=<module> and the run's overrides, start nothing"
     )
     parser.add_argument(
-        "--skip-preflight", action="store_true", help="do not run recipe.arise.preflight first (also SKIP_PREFLIGHT=1)"
+        "--skip-preflight",
+        action="store_true",
+        help="do not run recipe.arise.tools.preflight first (also SKIP_PREFLIGHT=1)",
     )
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides (after --)")
     args = parser.parse_args(argv)
@@ -310,7 +312,7 @@ def main(argv=None) -> int:
         return 0
     overrides = build_overrides(args)
     if not (args.skip_preflight or os.environ.get("SKIP_PREFLIGHT") == "1"):
-        from recipe.arise.preflight import run_preflight
+        from recipe.arise.tools.preflight import run_preflight
 
         if run_preflight(ENTRY, overrides) != 0:
             print(

@@ -1,7 +1,7 @@
 """ARISE reward manager for verl's reward loop: R = r_task + r_skill (App. D.2), phase-aware.
 
 Load it with ``reward.reward_manager.source=importlib``,
-``reward.reward_manager.module.path=pkg://recipe.arise.reward_manager`` and
+``reward.reward_manager.module.path=pkg://recipe.arise.adapters.reward_manager`` and
 ``reward.reward_manager.name=ARISERewardManager`` (as ``arise_trainer.yaml`` does).
 
 Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), ``score`` (R),
@@ -11,7 +11,7 @@ that rejects every query apart from a library that was never consulted. Every tr
 is also posted to the skill pool, so the library's UPDATE sees it even when dynamic sampling later
 drops its group. With ``arise.summary.stream`` the trajectory's trace goes with it, and the one
 that completes a claimed group starts the group's summary rollout O_{G+1} here, in the background,
-while other groups are still generating (``recipe.arise.stream``).
+while other groups are still generating (``recipe.arise.core.stream``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import os
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from recipe.arise.agent_loop import arise_config
-from recipe.arise.grader import grade
-from recipe.arise.pool import get_pool
-from recipe.arise.reward import hierarchical_reward
-from recipe.arise.summary import generate_summary, summary_prompt_ids
+from recipe.arise.adapters.agent_loop import arise_config
+from recipe.arise.adapters.library_replica import get_pool
+from recipe.arise.core.grader import grade
+from recipe.arise.core.reward import hierarchical_reward
+from recipe.arise.core.summary import generate_summary, summary_prompt_ids
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))

@@ -1,15 +1,15 @@
 """How the confidence gate behaves for a model, a dataset and a library, before training.
 
-``python -m recipe.arise.calibrate --model MODEL --data train.parquet [--library library.parquet] \
+``python -m recipe.arise.tools.calibrate --model MODEL --data train.parquet [--library library.parquet] \
     [--queries 64] [--sigma S] [--delta 0.35] [--target T]``
 
 Scores ``--queries`` prompts of the dataset (verl's parquet format: a ``prompt`` column of chat
 messages) against every skill of the library (the seed skills by default, or a saved
 ``library.parquet``, e.g. a checkpoint's ``arise/library.parquet``) with the training's scoring
-code (``recipe.arise.scoring``: the same prefix, truncation and normalisation) on a vLLM engine
+code (``recipe.arise.core.scoring``: the same prefix, truncation and normalisation) on a vLLM engine
 with ``prompt_logprobs``; then prints the distribution of max_k softmax(s / sigma)_k, the gate's
 pass rate at sigma and delta, and the sigma that gives the target pass rate
-(``recipe.arise.calibration``), also at the paper's other deltas. sigma defaults to the one saved
+(``recipe.arise.core.calibration``), also at the paper's other deltas. sigma defaults to the one saved
 beside the library (``gate.json``, a checkpoint's calibrated sigma), else 1.0. On CPU, run it
 with the project's CPU layer (``ARISE_CPU=1``, see run_scripts/cpu_env.sh).
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from recipe.arise.calibration import (
+from recipe.arise.core.calibration import (
     GATE_FILE,
     PAPER_SKILL_USE,
     calibrate,
@@ -36,7 +36,7 @@ from recipe.arise.calibration import (
     paper_target_use,
     pass_rate,
 )
-from recipe.arise.scoring import SCORE_NORMS, scoring_prefix_ids, scoring_requests, scoring_suffix, skill_score
+from recipe.arise.core.scoring import SCORE_NORMS, scoring_prefix_ids, scoring_requests, scoring_suffix, skill_score
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -61,8 +61,8 @@ def load_queries(path: str | os.PathLike, n: int, seed: int = 0) -> list[list[di
 
 def load_skills(library: str | None, seeds: str | None) -> tuple[list[str], float | None]:
     """The cache's skill texts (JSON, in cache order) and the sigma saved beside the library."""
-    from recipe.arise.library import SkillLibrary
-    from recipe.arise.skill import load_seed_skills
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.skill import load_seed_skills
 
     if library:
         lib = SkillLibrary.load(library)
@@ -92,7 +92,7 @@ def score_queries(
     for a failed request (its score is NaN). The trainer's rescoring uses it too.
     ``score_norm="pmi"``: the skills are also scored once in the query-free context and each
     query's mean is taken relative to that baseline, as the agent loop does."""
-    from recipe.arise import scoring
+    from recipe.arise.core import scoring
 
     suffix = scoring_suffix(train_manager)
     contexts = [scoring_prefix_ids(tokenizer, m, suffix, **(chat_kwargs or {})) for m in queries]

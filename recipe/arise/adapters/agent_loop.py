@@ -34,11 +34,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.utils.profiler import simple_timer
 
-from recipe.arise.arise_config import ARISEConfig
-from recipe.arise.calibration import resolve_temperature
-from recipe.arise.pool import get_pool
-from recipe.arise.prompts import format_skill_injection, inject_skill
-from recipe.arise.scoring import (
+from recipe.arise.adapters.library_replica import get_pool
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.calibration import resolve_temperature
+from recipe.arise.core.prompts import format_skill_injection, inject_skill
+from recipe.arise.core.scoring import (
     computed_ids_match,
     computed_rows,
     merge_cached_rows,
@@ -49,8 +49,8 @@ from recipe.arise.scoring import (
     skill_score,
     skill_token_logprobs,
 )
-from recipe.arise.selection import finite_scores, is_control_session, select_skill_detailed, top_m_candidates
-from recipe.arise.skill import SkillDoc
+from recipe.arise.core.selection import finite_scores, is_control_session, select_skill_detailed, top_m_candidates
+from recipe.arise.core.skill import SkillDoc
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))

@@ -193,7 +193,7 @@ def max_prob_quantiles(
     vectors: Iterable[Sequence[float] | np.ndarray], sigma: float, qs: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9)
 ) -> dict[float, float]:
     """Quantiles of max softmax(s / sigma) over score vectors (unscorable ones dropped)."""
-    from recipe.arise.selection import selection_probs
+    from recipe.arise.core.selection import selection_probs
 
     tops = []
     for scores in vectors:
@@ -268,7 +268,7 @@ class GateCalibrator:
             f"ARISE: the confidence gate's pass rate has been {side} for {self.patience} Phase II steps with the "
             f"fixed arise.selection.temperature={self.sigma:g} (delta={self.delta:g}); the paper reports "
             f"{100 * paper_target_use(self.delta):.0f}% skill use at this delta. arise.selection.temperature=auto "
-            "calibrates sigma to it (python -m recipe.arise.calibrate shows the max-p distribution)"
+            "calibrates sigma to it (python -m recipe.arise.tools.calibrate shows the max-p distribution)"
         )
 
     def state(self) -> dict:

@@ -1,12 +1,12 @@
 """Preflight: compose and check a run's config, and estimate its GPU memory, before any GPU is used.
 
-    python -m recipe.arise.preflight run_scripts/qwen3_4b_arise.sh [hydra overrides]
-    python -m recipe.arise.preflight recipe.arise.main_arise OVERRIDE ...     (what the scripts call)
+    python -m recipe.arise.tools.preflight run_scripts/qwen3_4b_arise.sh [hydra overrides]
+    python -m recipe.arise.tools.preflight recipe.arise.adapters.main_arise OVERRIDE ...     (what the scripts call)
     options, before the script: --gpu-mem-gib N (default: nvidia-smi, else 80 assumed), --no-paths,
     --brief (only what is not OK, and the verdict), --record (run_main: save the run's settings in its
     checkpoint folder, run_config.yaml, when the verdict is not ERROR)
 
-The run scripts call it first (``run_scripts/common.sh: run_main``; ``recipe.arise.evaluate``)
+The run scripts call it first (``run_scripts/common.sh: run_main``; ``recipe.arise.tools.evaluate``)
 unless ``SKIP_PREFLIGHT=1``. It never touches CUDA or Ray: it composes the hydra config exactly as
 the entry point does, then runs the checks verl's own start-up runs on it (``validate_config`` of
 ``verl.trainer.main_ppo``, the dataclass conversions of the actor, rollout and checkpoint-engine
@@ -42,7 +42,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ARISE_ENTRY = "recipe.arise.main_arise"
+ARISE_ENTRY = "recipe.arise.adapters.main_arise"
 GiB = 1024**3
 
 # Attention backends the README's GPU install (`pip install "verl[vllm]==0.9.1"`) provides: the
@@ -124,7 +124,7 @@ def script_overrides(script: str | os.PathLike, extra=(), env: dict | None = Non
 
 def _config_source(entry: str) -> tuple[Path, str]:
     if entry == ARISE_ENTRY:
-        return Path(__file__).resolve().parent / "config", "arise_trainer"
+        return Path(__file__).resolve().parents[1] / "config", "arise_trainer"
     if entry == "verl.trainer.main_ppo":
         spec = importlib.util.find_spec("verl")
         return Path(spec.origin).parent / "trainer" / "config", "ppo_trainer"
@@ -318,7 +318,7 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
     if entry == ARISE_ENTRY:
 
         def arise():
-            from recipe.arise.arise_config import ARISEConfig
+            from recipe.arise.core.arise_config import ARISEConfig
 
             arise_cfg = ARISEConfig.from_trainer_config(cfg)
             if cfg.trainer.v1.trainer_mode != "arise":

@@ -2,7 +2,7 @@
 
 Shared by the two places a summary is generated: the trainer after the generation wave, and,
 with ``arise.summary.stream``, the reward manager as soon as a group's G rewards are in
-(``recipe.arise.stream``). Either way the skill comes out of :func:`summary_skills`.
+(``recipe.arise.core.stream``). Either way the skill comes out of :func:`summary_skills`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
-from recipe.arise.library import Provenance
-from recipe.arise.prompts import summary_messages
-from recipe.arise.skill import SkillDoc, fallback_skill, parse_skill
+from recipe.arise.core.library import Provenance
+from recipe.arise.core.prompts import summary_messages
+from recipe.arise.core.skill import SkillDoc, fallback_skill, parse_skill
 
 __all__ = ["summary_prompt_ids", "summary_sampling_params", "generate_summary", "summary_skills"]
 

@@ -16,7 +16,7 @@ from typing import Any
 @dataclass
 class SelectionConfig:
     # sigma: "auto" (default) = calibrated so the gate passes gate_target_use of the queries
-    # (recipe.arise.calibration, docs/design.md: the calibrated gate); a number = that fixed sigma
+    # (recipe.arise.core.calibration, docs/design.md: the calibrated gate); a number = that fixed sigma
     temperature: float | str = "auto"
     # auto: the gate's target pass rate; None = the paper's skill use at this delta (sensitivity table)
     gate_target_use: float | None = None
@@ -108,7 +108,7 @@ class SelectionConfig:
     @property
     def gate_target(self) -> float:
         """The gate's target pass rate: ``gate_target_use``, else the paper's skill use at delta."""
-        from recipe.arise.calibration import paper_target_use
+        from recipe.arise.core.calibration import paper_target_use
 
         return float(self.gate_target_use) if self.gate_target_use is not None else paper_target_use(self.gate)
 
@@ -120,7 +120,7 @@ class LibraryConfig:
     ema_beta: float = 0.9  # beta
     seed_skills: str | None = None  # JSON file; None = the paper's 5 seeds shipped in recipe/arise/data
     # start from a stored library instead of the seeds: a library.parquet or an exported skills.jsonl
-    # (`python -m recipe.arise.inspect RUN --export F`); this run's settings apply (docs/design_core.md)
+    # (`python -m recipe.arise.tools.inspect_run RUN --export F`); this run's settings apply (docs/design_core.md)
     load_from: str | None = None
     # on resume, restore the checkpoint's library (true); false: build it from load_from or the seeds
     # although a checkpoint is resumed (evaluate a checkpoint's weights with another library)
@@ -146,7 +146,7 @@ class SummaryConfig:
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 192
-    max_chars: int = 220  # skill document cap (enforced by recipe.arise.skill)
+    max_chars: int = 220  # skill document cap (enforced by recipe.arise.core.skill)
     max_traces: int = 2
     trace_clip_chars: int = 400
     fallback: bool = True  # trace_abstract fallback when the generation does not parse
@@ -159,7 +159,7 @@ class SummaryConfig:
     max_per_step: int = 1
     choose: str = "hardest"
     # True: a group's summary starts as soon as its G rewards are in, during the generation wave
-    # (recipe.arise.stream; needs choose: first). docs/performance.md.
+    # (recipe.arise.core.stream; needs choose: first). docs/performance.md.
     stream: bool = False
 
     def __post_init__(self):
