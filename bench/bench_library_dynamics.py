@@ -49,7 +49,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from recipe.arise.core.groups import choose_summary_groups, group_contrasts  # noqa: E402
-from recipe.arise.core.library import Provenance, SkillLibrary  # noqa: E402
+from recipe.arise.core.library import SkillLibrary  # noqa: E402
+from recipe.arise.core.library_entry import Provenance  # noqa: E402
 from recipe.arise.core.reward import hierarchical_reward  # noqa: E402
 from recipe.arise.core.skill import PROBLEM_TYPES, SkillDoc, fallback_skill, load_seed_skills  # noqa: E402
 

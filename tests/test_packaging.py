@@ -1,4 +1,5 @@
-"""Packaging habits: one verl pin (core and gpu extra), `recipe` a namespace package, no bare top-level packages."""
+"""Packaging habits: one verl pin (core and gpu extra), `recipe` a namespace package, no bare top-level packages,
+every data file of the package shipped as package data."""
 
 from pathlib import Path
 
@@ -38,3 +39,17 @@ def test_recipe_is_a_namespace_package():
 def test_no_bare_top_level_python_packages():
     bare = [p.name for p in REPO.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
     assert bare == [], f"top-level Python packages would claim generic import names: {bare}"
+
+
+def test_every_data_file_of_the_package_is_package_data():
+    # a file the code reads at run time (config, seed skills, the report's template) that no
+    # package-data glob names is left out of the wheel, and `pip install .` then fails only when used
+    globs = _pyproject()["tool"]["setuptools"]["package-data"]
+    root = REPO / "recipe" / "arise"
+    files = [
+        p for p in root.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    ]
+    assert any(p.suffix == ".j2" for p in files)  # the check sees the template
+    listed = {f for pkg, patterns in globs.items() for g in patterns for f in REPO.joinpath(*pkg.split(".")).glob(g)}
+    unlisted = [str(p.relative_to(REPO)) for p in files if p not in listed]
+    assert unlisted == [], f"not in [tool.setuptools.package-data], so not installed: {unlisted}"

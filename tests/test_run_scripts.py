@@ -8,6 +8,7 @@ rollout.max_model_len >= prompt + response, an actor attention backend the READM
 provides. Also here: the preflight CLI and its memory estimator (a fake Qwen3-4B config.json).
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -380,8 +381,8 @@ def test_attention_and_padding_overrides(composed):
     bare = preflight.compose(entry, ["actor_rollout_ref.rollout.name=vllm"])
     assert preflight.attention_backend(bare) == preflight.VERL_DEFAULT_ATTENTION
     assert preflight.VERL_DEFAULT_ATTENTION not in preflight.README_GPU_ATTENTION
-    findings = preflight._check_backends(bare, check_runtime=True)
-    if preflight.importlib.util.find_spec("flash_attn") is None:
+    findings = preflight.check_backends(bare, check_runtime=True)
+    if importlib.util.find_spec("flash_attn") is None:
         assert any(f.level == "ERROR" and "ATTN=sdpa" in f.fix for f in findings)
 
 

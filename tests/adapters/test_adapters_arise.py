@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("verl")
 
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
 from recipe.arise.adapters.trainer import ARISETrainer, _new_step_state  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
+from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
 
 SEEDS = load_seed_skills()
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SEEDS, start=1)]
@@ -74,7 +75,7 @@ def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
     snapshot = snapshot or {"version": 1, "cache": CACHE, "mode": "val" if validate else "train"}
 
     async def all_sessions():
-        infos = [default_info(2, validate) for _ in range(n)]
+        infos = [TrajectoryInfo(phase=2, validate=validate) for _ in range(n)]
         kwargs = [{"uid": uid, "session_id": s, "global_steps": 9} for s in range(n)]
         chosen = await asyncio.gather(
             *[loop._select(cfg, snapshot, MESSAGES, kwargs[s], validate, infos[s]) for s in range(n)]
@@ -88,10 +89,10 @@ def test_scoring_cost_is_counted_once_on_the_trajectory_that_ran_it():
     server = FakeServer()
     loop = make_loop(server)
     chosen, infos = run_group(loop, ARISEConfig(), uid="attribution")
-    assert infos[0]["arise_control"] and infos[0]["arise_scoring_s"] == 0.0  # session 0: control arm
-    scorers = [i for i in infos if i["arise_scorer"]]
-    assert len(scorers) == 1 and scorers[0]["arise_scoring_tokens"] > 0
-    assert sum(i["arise_scoring_tokens"] for i in infos) == scorers[0]["arise_scoring_tokens"]
+    assert infos[0].control and infos[0].scoring_s == 0.0  # session 0: control arm
+    scorers = [i for i in infos if i.scorer]
+    assert len(scorers) == 1 and scorers[0].scoring_tokens > 0
+    assert sum(i.scoring_tokens for i in infos) == scorers[0].scoring_tokens
     assert server.calls == len(CACHE)  # one scoring pass for the whole group
 
 
@@ -101,7 +102,7 @@ def test_nan_scores_go_unaided_not_raise():
 
     chosen, infos = run_group(make_loop(FakeServer(lp)), ARISEConfig(), uid="nan")
     assert chosen == [None] * 4
-    assert all(i["arise_scoring_failed"] for i in infos if not i["arise_control"])
+    assert all(i.scoring_failed for i in infos if not i.control)
 
     # one skill's numbers unusable: that skill cannot be chosen, the others still can
     bad = CACHE[2][1]
@@ -115,15 +116,15 @@ def test_nan_scores_go_unaided_not_raise():
 
     cfg = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})  # whole skill: byte tokens
     chosen, infos = run_group(make_loop(PartlyBroken()), cfg, uid="partial")
-    scored = [i for i in infos if not i["arise_control"]]
-    assert all(i["arise_scores_nonfinite"] == 1 and not i["arise_scoring_failed"] for i in scored)
-    assert all(c is None or c[0] != CACHE[2][0] for c in chosen)
+    scored = [i for i in infos if not i.control]
+    assert all(i.scores_nonfinite == 1 and not i.scoring_failed for i in scored)
+    assert all(c is None or c.skill_id != CACHE[2][0] for c in chosen)
 
 
 def test_engine_error_sends_the_group_unaided():
     chosen, infos = run_group(make_loop(FakeServer(fail=True)), ARISEConfig(), uid="error")
     assert chosen == [None] * 4
-    assert [i["arise_scoring_failed"] for i in infos] == [False, True, True, True]  # session 0: control
+    assert [i.scoring_failed for i in infos] == [False, True, True, True]  # session 0: control
 
 
 def test_scoring_timeout_sends_the_group_unaided():
@@ -133,7 +134,7 @@ def test_scoring_timeout_sends_the_group_unaided():
 
     cfg = ARISEConfig.from_dict({"selection": {"scoring_timeout_s": 0.05}})
     chosen, infos = run_group(make_loop(Slow()), cfg, uid="slow")
-    assert chosen == [None] * 4 and infos[1]["arise_scoring_failed"]
+    assert chosen == [None] * 4 and infos[1].scoring_failed
 
 
 def test_a_skill_that_stands_out_is_selected_under_mean_scores():
@@ -148,8 +149,8 @@ def test_a_skill_that_stands_out_is_selected_under_mean_scores():
 
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "max_skill_tokens": 1000}})
     chosen, infos = run_group(make_loop(Prefers()), cfg, uid="prefers")
-    assert chosen[0] is None and all(c[0] == CACHE[3][0] for c in chosen[1:])
-    assert all(i["arise_gate_passed"] and i["arise_max_prob"] > 0.35 for i in infos[1:])
+    assert chosen[0] is None and all(c.skill_id == CACHE[3][0] for c in chosen[1:])
+    assert all(i.gate_passed and i.max_prob > 0.35 for i in infos[1:])
     # the same numbers under sum scores: still selected (the sum only sharpens p)
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "score_norm": "sum", "max_skill_tokens": 1000}})
     assert run_group(make_loop(Prefers()), cfg, uid="prefers-sum")[0][1][0] == CACHE[3][0]
@@ -158,7 +159,7 @@ def test_a_skill_that_stands_out_is_selected_under_mean_scores():
 def test_flat_scores_are_rejected_by_the_gate():
     chosen, infos = run_group(make_loop(FakeServer()), ARISEConfig(), uid="flat")
     assert chosen == [None] * 4
-    assert all(i["arise_gate_passed"] is False for i in infos[1:])  # p = 0.2 each < delta
+    assert all(i.gate_passed is False for i in infos[1:])  # p = 0.2 each < delta
 
 
 def test_injected_prompt_must_fit_the_prompt_length():
@@ -196,13 +197,13 @@ def test_score_top_m_scores_only_the_m_skills_of_highest_utility():
     server = Recording(favourite=CACHE[3][1])
     chosen, infos = run_group(make_loop(server), cfg, uid="top-m", snapshot=snapshot)
     assert sorted(server.scored) == ["s000002", "s000004"] and server.calls == 2  # once per group
-    assert all(len(i["arise_scores"]) == 2 for i in infos[1:])
-    assert all(c[0] == "s000004" for c in chosen[1:])  # the candidate index maps back to the cache
+    assert all(len(i.scores) == 2 for i in infos[1:])
+    assert all(c.skill_id == "s000004" for c in chosen[1:])  # the candidate index maps back to the cache
 
     # a skill outside the top M is never a candidate, however well it would score
     server = Recording(favourite=CACHE[0][1])
     chosen, infos = run_group(make_loop(server), cfg, uid="top-m-excluded", snapshot=snapshot)
-    assert "s000001" not in server.scored and all(c is None or c[0] != "s000001" for c in chosen)
+    assert "s000001" not in server.scored and all(c is None or c.skill_id != "s000001" for c in chosen)
 
 
 def test_score_top_m_zero_or_at_least_the_cache_scores_every_skill():
@@ -259,7 +260,7 @@ def caching_loop(server, name="vllm", enabled=True):
 
 
 def scores_of(infos):
-    return [i["arise_scores"] for i in infos if i["arise_scorer"]][0]
+    return [i.scores for i in infos if i.scorer][0]
 
 
 NO_CACHE = ARISEConfig.from_dict({"selection": {"scoring_prefix_cache": False, "max_skill_tokens": 1000}})
@@ -275,17 +276,17 @@ def test_scoring_reads_the_query_prefix_from_the_prefix_cache_with_the_same_scor
     # them: the query and the JSON head all skills share
     assert server.log[0] == (False, 0, True)
     assert all(reads and hit > 0 and detok is False for reads, hit, detok in server.log[1 : len(CACHE)])
-    scorer = [i for i in infos if i["arise_scorer"]][0]
-    assert scorer["arise_scoring_cached_tokens"] > len(MESSAGES[0]["content"]) * (len(CACHE) - 1)
-    assert scorer["arise_scoring_rescored"] == 0
+    scorer = [i for i in infos if i.scorer][0]
+    assert scorer.scoring_cached_tokens > len(MESSAGES[0]["content"]) * (len(CACHE) - 1)
+    assert scorer.scoring_rescored == 0
     plain_infos = run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="p3")[1]
-    plain_tokens = [i["arise_scoring_tokens"] for i in plain_infos if i["arise_scorer"]][0]
-    assert scorer["arise_scoring_tokens"] + scorer["arise_scoring_cached_tokens"] == plain_tokens
+    plain_tokens = [i.scoring_tokens for i in plain_infos if i.scorer][0]
+    assert scorer.scoring_tokens + scorer.scoring_cached_tokens == plain_tokens
     # the paper's path: every request prefills query + skill, nothing read from the cache
     plain = PrefixCachingServer()
     infos = run_group(caching_loop(plain), NO_CACHE, uid="plain-2")[1]
     assert all(not reads for reads, _, _ in plain.log)
-    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_cached_tokens"] == 0
+    assert [i for i in infos if i.scorer][0].scoring_cached_tokens == 0
 
 
 def test_a_cache_hit_into_the_skill_tokens_is_scored_again_without_the_cache():
@@ -295,8 +296,8 @@ def test_a_cache_hit_into_the_skill_tokens_is_scored_again_without_the_cache():
     first = scores_of(run_group(caching_loop(server), WITH_CACHE, uid="q-a")[1])
     chosen, infos = run_group(caching_loop(server), WITH_CACHE, uid="q-b")
     assert scores_of(infos) == first and all(abs(x) < 1e3 for x in first)
-    scorer = [i for i in infos if i["arise_scorer"]][0]
-    assert scorer["arise_scoring_rescored"] == len(CACHE) - 1
+    scorer = [i for i in infos if i.scorer][0]
+    assert scorer.scoring_rescored == len(CACHE) - 1
     assert [reads for reads, _, _ in server.log[-(len(CACHE) - 1) :]] == [False] * (len(CACHE) - 1)
 
 
@@ -309,7 +310,7 @@ def test_a_hit_ending_where_the_skills_part_is_scored_again():
     expected = scores_of(run_group(caching_loop(PrefixCachingServer()), NO_CACHE, uid="b-plain")[1])
     infos = run_group(caching_loop(PrefixCachingServer(block=4)), WITH_CACHE, uid="b-aligned")[1]
     assert scores_of(infos) == expected
-    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_rescored"] > 0
+    assert [i for i in infos if i.scorer][0].scoring_rescored > 0
 
 
 def test_no_cached_token_count_means_no_trust_in_the_cached_rows():
@@ -317,7 +318,7 @@ def test_no_cached_token_count_means_no_trust_in_the_cached_rows():
     server = PrefixCachingServer(report=False)
     infos = run_group(caching_loop(server), WITH_CACHE, uid="n-none")[1]
     assert scores_of(infos) == expected
-    assert [i for i in infos if i["arise_scorer"]][0]["arise_scoring_rescored"] == len(CACHE) - 1
+    assert [i for i in infos if i.scorer][0].scoring_rescored == len(CACHE) - 1
 
 
 @pytest.mark.parametrize("name,enabled", [("sglang", True), ("vllm", False)])
@@ -349,7 +350,7 @@ def test_evaluation_samples_of_one_query_share_one_scoring():
     loop.rollout_config.val_kwargs.n = k
     chosen, infos = run_group(loop, ARISEConfig(), uid="val-query", n=k, validate=True)
     assert server.calls == len(CACHE)
-    assert sum(i["arise_scorer"] for i in infos) == 1 and not any(i["arise_control"] for i in infos)
+    assert sum(i.scorer for i in infos) == 1 and not any(i.control for i in infos)
     # another query (another uid) is scored on its own
     run_group(loop, ARISEConfig(), uid="val-query-2", n=k, validate=True)
     assert server.calls == 2 * len(CACHE)
@@ -456,9 +457,9 @@ class StreamedPool:
 
 
 def streamed_trainer(monkeypatch, pool, timeout_s=600.0):
-    import recipe.arise.adapters.trainer as trainer_module
+    import recipe.arise.adapters.trainer_upload as upload_module
 
-    monkeypatch.setattr(trainer_module, "ray", SimpleNamespace(get=lambda ref: ref))
+    monkeypatch.setattr(upload_module, "ray", SimpleNamespace(get=lambda ref: ref))
     cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first", "timeout_s": timeout_s}})
     trainer = make_trainer(cfg)
     trainer.skill_pool, trainer._step_state = pool, _new_step_state()

@@ -19,9 +19,10 @@ import pytest
 
 pytest.importorskip("verl")
 
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
+from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
@@ -180,7 +181,7 @@ def test_the_rescored_requests_reach_the_groups_metrics():
     snapshot = {"version": 1, "cache": CACHE, "mode": "train"}
 
     async def group():
-        infos = [default_info(2, False) for _ in range(4)]
+        infos = [TrajectoryInfo(phase=2) for _ in range(4)]
         await asyncio.gather(
             *[
                 loop._select(cfg, snapshot, MESSAGES, {"uid": "rescored", "session_id": s, "global_steps": 9}, False, i)
@@ -189,9 +190,9 @@ def test_the_rescored_requests_reach_the_groups_metrics():
         )
         return infos
 
-    scorer = [i for i in asyncio.run(group()) if i["arise_scorer"]][0]
-    assert scorer["arise_scoring_rescored"] == len(CACHE) - 1 and not scorer["arise_scoring_failed"]
-    assert len(scorer["arise_scores"]) == len(CACHE)
+    scorer = [i for i in asyncio.run(group()) if i.scorer][0]
+    assert scorer.scoring_rescored == len(CACHE) - 1 and not scorer.scoring_failed
+    assert len(scorer.scores) == len(CACHE)
 
 
 def test_a_different_query_in_the_cache_never_lends_its_rows():

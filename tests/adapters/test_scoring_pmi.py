@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("verl")
 
-import recipe.arise.adapters.agent_loop as agent_loop_module  # noqa: E402
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info  # noqa: E402
+import recipe.arise.adapters.scoring_requests as scoring_requests_module  # noqa: E402
+from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
+from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)][:3]
 FREE = "U:|A:"  # the chat template of an empty user turn
@@ -60,7 +61,7 @@ class Server:
 
 @pytest.fixture(autouse=True)
 def fresh_baselines(monkeypatch):
-    monkeypatch.setattr(agent_loop_module, "_BASELINES", collections.OrderedDict())
+    monkeypatch.setattr(scoring_requests_module, "_BASELINES", collections.OrderedDict())
 
 
 def make_loop(server):
@@ -154,7 +155,7 @@ def test_an_unusable_baseline_makes_that_skill_unscorable_only():
     cfg = config(epsilon=0.0, use_gate=False)
 
     async def group():
-        infos = [default_info(2, False) for _ in range(4)]
+        infos = [TrajectoryInfo(phase=2) for _ in range(4)]
         kwargs = [{"uid": "nan-baseline", "session_id": s, "global_steps": 9} for s in range(4)]
         chosen = await asyncio.gather(
             *[loop._select(cfg, snapshot, question(1), kwargs[s], False, infos[s]) for s in range(4)]
@@ -162,6 +163,6 @@ def test_an_unusable_baseline_makes_that_skill_unscorable_only():
         return chosen, infos
 
     chosen, infos = asyncio.run(group())
-    scored = [i for i in infos if not i["arise_control"]]
-    assert all(i["arise_scores_nonfinite"] == 1 and not i["arise_scoring_failed"] for i in scored)
-    assert all(c[0] != CACHE[1][0] for c in chosen if c is not None)
+    scored = [i for i in infos if not i.control]
+    assert all(i.scores_nonfinite == 1 and not i.scoring_failed for i in scored)
+    assert all(c.skill_id != CACHE[1][0] for c in chosen if c is not None)

@@ -5,6 +5,9 @@ the overrides assume (ARISETrainer on verl's v1 ``PPOTrainerSync``):
   ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``, the
   ``on_*`` hooks) takes the base's parameters (verl calls the override the way it calls its own),
   and each ``super().name(...)`` call binds to the base's signature;
+- the mixins ``ARISETrainer`` takes parts of its body from (``trainer_gate.GateMixin``,
+  ``trainer_upload.UploadMixin``) define no method verl's trainer defines, so every override is in
+  trainer.py's class body, where the checks above read it;
 - the replay buffer the override wraps (``_RecordingSampler``) has ``sample(global_steps,
   partition_id, batch_size)`` and a ``poll_interval`` constructor parameter (default 2.0 s) that
   ``arise.replay_poll_s`` replaces on the instance.
@@ -27,6 +30,7 @@ TRAINER = REPO / "recipe" / "arise" / "adapters" / "trainer.py"
 BASE = ("verl.trainer.ppo.v1.trainer_sync", "PPOTrainerSync")
 REPLAY = ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer")
 REQUIRED = {"__init__", "_build_replay_buffer", "_load_checkpoint", "_save_checkpoint", "_compute_metrics"}
+MIXINS = {"GateMixin": "trainer_gate.py", "UploadMixin": "trainer_upload.py"}
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
@@ -126,6 +130,19 @@ def test_the_overridden_methods_exist_with_the_same_parameters(stack):
         mine, theirs = shape(signature(fn)), shape(signature(base))
         assert [p[:2] for p in mine] == [p[:2] for p in theirs], f"{name}: ARISE {mine}, verl {theirs}"
         assert all(m[2] or not t[2] for m, t in zip(mine, theirs, strict=True)), f"{name}: verl's defaults {theirs}"
+
+
+def test_the_mixins_override_nothing_of_verls_trainer(stack):
+    trainer = _class(ast.parse(TRAINER.read_text()), "ARISETrainer")
+    bases = [ast.unparse(b) for b in trainer.bases]
+    assert set(MIXINS) <= set(bases), f"ARISETrainer's bases changed: {bases} (update MIXINS)"
+    for cls, filename in MIXINS.items():
+        node = _class(ast.parse((TRAINER.parent / filename).read_text()), cls)
+        assert node is not None, f"{filename} no longer defines {cls}"
+        methods = _methods(node)
+        assert methods, f"{cls} defines no methods"
+        shadowed = sorted(name for name in methods if find_method(_verl_parent(stack), *BASE, name) is not None)
+        assert not shadowed, f"{cls} overrides verl's {shadowed}: overrides belong in trainer.py's ARISETrainer"
 
 
 def test_every_super_call_binds_to_the_base_signature(stack):

@@ -303,7 +303,7 @@ def test_the_agent_loop_uses_the_published_sigma():
     import asyncio
     from types import SimpleNamespace
 
-    from recipe.arise.adapters.agent_loop import ARISEAgentLoop, default_info
+    from recipe.arise.adapters.agent_loop import ARISEAgentLoop, TrajectoryInfo
     from recipe.arise.adapters.library_replica import SkillPool
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.skill import load_seed_skills
@@ -335,10 +335,10 @@ def test_the_agent_loop_uses_the_published_sigma():
 
     def gate_passed(sigma, uid):
         pool.publish(uid, cache, sigma=sigma)
-        info = default_info(2, False)
+        info = TrajectoryInfo(phase=2)
         msgs = [{"role": "user", "content": "1+2?"}]
         asyncio.run(loop._select(cfg, pool.snapshot(), msgs, {"uid": str(uid), "global_steps": 3}, False, info))
-        return info["arise_gate_passed"]
+        return info.gate_passed
 
     # 5 skills, a 0.3 nat/token lead: max p = 0.29 at sigma 1 (rejected), 0.65 at sigma 0.2
     assert not gate_passed(None, 1)  # auto before any calibration: initial_temperature 1.0

@@ -3,6 +3,7 @@ math-verify matching, the pre-guards, the time bound.  Dataset-based tests run o
 in tests/fixtures/raw and, marked ``shared_data``, on the full local copies (``raw_root``, see
 tests/conftest.py).  Worker faults: tests/reliability/test_grader_faults.py."""
 
+import ast
 import json
 import random
 import threading
@@ -307,17 +308,41 @@ def test_ordinary_answers_are_not_pathological(answer):
     assert not is_pathological(answer)
 
 
-def test_grader_uses_only_public_pebble_api():
-    """The worker pool is built on pebble's public API alone, and never swallows BaseException
-    (KeyboardInterrupt must reach the caller): a regression guard on the module's source."""
-    src = Path(gr.__file__).read_text()
-    private = (
-        "_pool_manager",
-        "worker_manager",
-        "workers_channel",
-        "forkserver._forkserver",
-        "_preload_modules",
-        "._context",
-    )
-    assert not [name for name in private if name in src]
+GRADER_MODULES = ("grader", "grader_answer", "grader_workers")
+
+
+def _grader_sources() -> dict[str, str]:
+    core = Path(gr.__file__).parent
+    return {name: (core / f"{name}.py").read_text() for name in GRADER_MODULES}
+
+
+def _private_accesses(src: str) -> list[str]:
+    """``obj._name`` where obj is not ``self``: another object's (or library's) private attribute."""
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__") and node.attr.endswith("__"):
+            continue  # dunders (__name__, __file__) are public protocol
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            continue
+        found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_private_access_scan_can_fail():
+    assert _private_accesses("pool._pool_manager.worker_manager.x = 1\nself._ok = 2") == ["line 1: pool._pool_manager"]
+    assert _private_accesses("ctx = multiprocessing.forkserver._forkserver") == [
+        "line 1: multiprocessing.forkserver._forkserver"
+    ]
+
+
+@pytest.mark.parametrize("module", GRADER_MODULES)
+def test_grader_uses_only_public_library_api(module):
+    """The grader modules read no private attribute of any object but their own (pebble's and
+    multiprocessing's internals included) and never swallow BaseException (KeyboardInterrupt must
+    reach the caller): a regression guard on the modules' source."""
+    src = _grader_sources()[module]
+    assert _private_accesses(src) == []
     assert "except BaseException" not in src
+    assert "_preload_modules" not in src and "_pool_manager" not in src

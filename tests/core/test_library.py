@@ -1,4 +1,6 @@
+import json
 import os
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -7,8 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recipe.arise.core.library as libmod
-from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+import recipe.arise.core.library_store as libstore
+import recipe.arise.core.store as store
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_jsonl import load_library_file
+from recipe.arise.core.library_store import LibraryFormatError
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.selection import select_skill
 from recipe.arise.core.skill import SkillDoc, load_seed_skills
@@ -385,7 +390,7 @@ def test_failed_save_leaves_previous_file(tmp_path, monkeypatch, partial):
             f.write(b"PAR1 partial garbage")
         raise OSError("disk full")
 
-    monkeypatch.setattr(libmod, "_write_table", boom)
+    monkeypatch.setattr(store, "write_parquet", boom)
     lib.step([], [doc(777)], 99)
     with pytest.raises(OSError, match="disk full"):
         lib.save(p)
@@ -477,7 +482,7 @@ def test_a_smaller_cache_evicts_by_the_configured_ranking_and_the_next_step_logs
 
 
 def test_a_smaller_cache_under_rank_by_uplift_keeps_the_measured_skills():
-    from recipe.arise.core.library import Contrast
+    from recipe.arise.core.library_entry import Contrast
 
     lib = _used_library()
     low = min(lib.cache, key=lambda e: e.utility).skill_id  # lowest utility, but it helps
@@ -490,7 +495,7 @@ def test_a_version_1_file_takes_the_runs_seed_protection(tmp_path):
     import json
 
     lib = SkillLibrary(seed_skills=load_seed_skills(), seed_trial_uses=8)
-    table = pa.Table.from_pylist(lib.to_records(), schema=libmod._arrow_schema()).select(list(range(14)))
+    table = pa.Table.from_pylist(lib.to_records(), schema=libstore._arrow_schema()).select(list(range(14)))
     config = {k: v for k, v in lib.state_dict()["config"].items() if k not in ("seed_trial_uses", "rank_by")}
     config["format_version"] = 1
     pq.write_table(
@@ -498,7 +503,7 @@ def test_a_version_1_file_takes_the_runs_seed_protection(tmp_path):
     )
     loaded = SkillLibrary.load(tmp_path / "v1.parquet")
     assert loaded.seed_trial_uses == 0  # what the file says: seed protection off
-    back, changes, _ = libmod.load_library_file(tmp_path / "v1.parquet", seed_trial_uses=8, rank_by="utility")
+    back, changes, _ = load_library_file(tmp_path / "v1.parquet", seed_trial_uses=8, rank_by="utility")
     assert changes == {"seed_trial_uses": (0, 8)} and back.seed_trial_uses == 8
 
 
@@ -542,3 +547,32 @@ def test_evaluation_keeps_the_saved_library_and_says_what_it_did_not_apply(tmp_p
         back = restore(tmp_path / "lib.parquet")
     assert back == SkillLibrary.load(tmp_path / "lib.parquet")
     assert "not applied" in caplog.text and "cache_capacity: 4 (saved) -> 2 (this run)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"utilty": 1.0}, "utilty"),
+        ({"skill": {**doc(1).to_dict(), "hint": "x"}}, "skill.hint"),
+        ({"counts": {"uplift_n": 0, "uplift_m": 1}}, "counts.uplift_m"),
+        ({"provenance": {"origin": "json", "stpe": 3}}, "provenance.stpe"),
+    ],
+)
+def test_a_jsonl_line_with_an_unknown_field_at_any_level_names_it(tmp_path, fields, named):
+    """A misspelt field would silently fall back to its default: every level rejects it alike."""
+    path = tmp_path / "lib.jsonl"
+    path.write_text(json.dumps({"skill": doc(1).to_dict(), **fields}) + "\n")
+    match = rf"lib\.jsonl: line 1: field '{re.escape(named)}': unknown field \(known: "
+    with pytest.raises(LibraryFormatError, match=match):
+        load_library_file(path)
+
+
+def test_step_runs_the_five_operations_in_the_papers_order(monkeypatch):
+    """App. C.3: UPDATE -> ADD -> EVICT -> LOAD -> DELETE, then the overflow rule (not in the paper)."""
+    calls = []
+    for name in ("_op_update", "_op_add", "_op_evict", "_op_load", "_op_delete", "_drop_overflow"):
+        real = getattr(SkillLibrary, name)
+        monkeypatch.setattr(SkillLibrary, name, lambda self, *a, _n=name, _f=real: (calls.append(_n), _f(self, *a))[1])
+    lib = lit(seeds=[doc(0)])
+    lib.step([("s000001", 2.0)], [doc(1)], 1)
+    assert calls == ["_op_update", "_op_add", "_op_evict", "_op_load", "_op_delete", "_drop_overflow"]

@@ -19,7 +19,8 @@ from recipe.arise.core.groups import (
     mechanism_metrics,
     positive_advantage_sessions,
 )
-from recipe.arise.core.library import Contrast, Provenance, SkillLibrary
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import Contrast, Provenance
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.scoring import skill_score
 from recipe.arise.core.selection import (

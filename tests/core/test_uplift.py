@@ -11,7 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from recipe.arise.core.groups import group_contrasts, mechanism_metrics
-from recipe.arise.core.library import Contrast, SkillLibrary, _arrow_schema
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import Contrast
+from recipe.arise.core.library_store import _arrow_schema
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.skill import SkillDoc
 from recipe.arise.tools.inspect_run import library_rows, select_rows
@@ -102,7 +104,7 @@ def test_version_2_files_load_with_the_uplift_restarted(tmp_path, caplog):
     easy, hard = lib.cache_ids()
     lib.step([(easy, 2.0)], [], 1, contrasts=group_contrasts(_simpson_observations(easy, hard)))
     _write_old_version(lib, tmp_path / "v2.parquet", 2, 25)
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.core.library"):
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.core.library_store"):
         back = SkillLibrary.load(tmp_path / "v2.parquet")
     e = back.get(easy)
     assert e.uplift is None and e.uplift_groups == 0  # unmeasured: pooled counts cannot be split by group
@@ -125,7 +127,7 @@ def test_version_1_files_still_load(tmp_path):
 
 
 def test_bad_uplift_sums_are_rejected(tmp_path):
-    from recipe.arise.core.library import LibraryFormatError
+    from recipe.arise.core.library_store import LibraryFormatError
 
     lib = _library("a_skill")
     rows = lib.to_records()

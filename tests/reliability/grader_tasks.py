@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from recipe.arise.core.grader import _mv_equal
+from recipe.arise.core.grader_answer import _mv_equal
 
 
 def _announce(pid_dir: str, tag: str) -> None:

@@ -29,8 +29,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recipe.arise.core import grader as rw
-from recipe.arise.core import library as library_mod
-from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+from recipe.arise.core import library_store as library_mod
+from recipe.arise.core import store as store_mod
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_store import LibraryFormatError
 from recipe.arise.core.skill import (
     MAX_DOC_CHARS,
     MAX_JSON_CANDIDATES,
@@ -183,7 +185,7 @@ def test_failed_save_keeps_the_previous_file(tmp_path, good, monkeypatch):
         f.write(b"PAR1" + b"\x00" * 500)  # half a file, then the disk fills up
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(library_mod, "_write_table", disk_full)
+    monkeypatch.setattr(store_mod, "write_parquet", disk_full)
     with pytest.raises(OSError):
         changed.save(path)
     assert path.read_bytes() == data and SkillLibrary.load(path) == lib

@@ -24,8 +24,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from recipe.arise.core.library import LibraryFormatError, SkillLibrary
+from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_log import read_log
+from recipe.arise.core.library_store import LibraryFormatError
 from recipe.arise.tools.inspect_run import resolve_library_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ HARNESS = VERSIONS_SRC + textwrap.dedent(
 
     def child_log(d, w):
         from recipe.arise.core.library_log import write_step_log
-        from recipe.arise.core.library import StepEvents
+        from recipe.arise.core.library_entry import StepEvents
         j = 0
         while True:
             j += 1
@@ -233,14 +234,36 @@ def test_sigkill_during_library_log_writes_keeps_every_step_file_complete(tmp_pa
     assert n_files >= LOG_TRIALS // 4
 
 
-def test_atomic_writes_get_the_umask_permissions_not_mkstemps(tmp_path):
-    """A library written into a shared checkpoint folder is as readable as the model shards beside it."""
-    from recipe.arise.core.library import SkillLibrary
-
-    old = os.umask(0o022)
+def _proc_reports_umask() -> bool:
     try:
+        return any(line.startswith("Umask:") for line in Path("/proc/self/status").read_text().splitlines())
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("source", ["proc", "set_and_restore"])
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_atomic_writes_get_the_umask_permissions_not_mkstemps(tmp_path, monkeypatch, source, umask, mode):
+    """A library written into a shared checkpoint folder is as readable as the model shards beside it.
+
+    The umask is read from /proc/self/status without touching it (toggling it races with other
+    threads' file creation); where that is unavailable it is set and restored under a lock."""
+    from recipe.arise.core import store
+
+    if source == "proc" and not _proc_reports_umask():
+        pytest.skip("this kernel does not report the umask in /proc/self/status")
+    old = os.umask(umask)
+    try:
+        if source == "proc":
+            monkeypatch.setattr(store.os, "umask", lambda *_: pytest.fail("the umask was toggled"))
+        else:
+            monkeypatch.setattr(store, "_PROC_STATUS", str(tmp_path / "no_such_status"))
+        assert store.current_umask() == umask
         path = tmp_path / "library.parquet"
         SkillLibrary().save(path)
-        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+        monkeypatch.undo()
+        assert os.umask(umask) == umask  # still the process umask: reading it changed nothing
     finally:
+        monkeypatch.undo()
         os.umask(old)

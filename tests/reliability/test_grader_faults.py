@@ -1,4 +1,4 @@
-"""Faults in the grader's worker processes (``recipe.arise.core.grader.WorkerPool``), in this process.
+"""Faults in the grader's worker processes (``recipe.arise.core.grader_workers.WorkerPool``), in this process.
 
 ``grade()`` is called from many threads at once (the reward manager's executor).  Whatever
 happens to a worker, every call returns within its time bound, and a fault costs at most the

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from recipe.arise.core.calibration import GATE_FILE, critical_temperatures, pass_rate
-from recipe.arise.core.scoring import SCORING_SUFFIX
+from recipe.arise.core.scoring import SCORING_SUFFIX, score_queries
 from recipe.arise.core.selection import select_skill_detailed
 from recipe.arise.tools import calibrate as cli
 
@@ -65,7 +65,7 @@ def test_score_queries_is_the_agent_loops_scoring():
         seen.extend(prompts)
         return [[[-(j + 1) / 1000.0] for j in range(len(ids) - 1)] + [[0.0]] for ids in prompts]
 
-    vectors = cli.score_queries(engine, tok, [[{"role": "user", "content": "hi"}]], skills, max_skill_tokens=4)
+    vectors = score_queries(engine, tok, [[{"role": "user", "content": "hi"}]], skills, max_skill_tokens=4)
     prefix = tok.encode("U:hi|A:" + SCORING_SUFFIX)
     assert seen[0] == prefix + tok.encode(skills[0])[:4]  # the training's prefix and truncation
     expected = np.mean([-j / 1000.0 for j in range(len(prefix), len(prefix) + 4)])
@@ -122,12 +122,12 @@ def test_score_queries_pmi_takes_each_skill_relative_to_its_query_free_baseline(
     def engine(prompts):  # -1 per token after a query, -3 after the query-free context
         return [[[-3.0 if ids[: len(free)] == free else -1.0]] * len(ids) for ids in prompts]
 
-    vectors = cli.score_queries(engine, tok, [[{"role": "user", "content": "hi"}]], ['{"a": 1}'], score_norm="pmi")
+    vectors = score_queries(engine, tok, [[{"role": "user", "content": "hi"}]], ['{"a": 1}'], score_norm="pmi")
     assert vectors == [[pytest.approx(2.0)]]
 
 
 def test_a_failed_request_gives_a_nan_score():
-    vectors = cli.score_queries(
+    vectors = score_queries(
         lambda prompts: [None] * len(prompts), ByteTokenizer(), [[{"role": "user", "content": "x"}]], ["{}"]
     )
     assert math.isnan(vectors[0][0])

@@ -11,15 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise.core.library import (
-    Contrast,
-    LibraryFormatError,
-    Provenance,
-    SkillLibrary,
-    export_rows,
-    library_from_jsonl,
-    load_library_file,
-)
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import Contrast, Provenance
+from recipe.arise.core.library_jsonl import export_rows, library_from_jsonl, load_library_file
+from recipe.arise.core.library_store import LibraryFormatError
 from recipe.arise.core.skill import SkillDoc, load_seed_skills
 from recipe.arise.tools import inspect_run as insp
 

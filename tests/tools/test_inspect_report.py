@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import Provenance
 from recipe.arise.core.library_log import read_log, write_step_log
 from recipe.arise.core.skill import SkillDoc
 from recipe.arise.tools import inspect_run as insp
@@ -32,9 +35,12 @@ def doc(name: str, ptype: str = "algebra", insight: str | None = None) -> SkillD
     ).validate()
 
 
-def build_run(root: Path, steps: int = 6, phase1: int = 3, metrics_keys: tuple[str, ...] | None = None) -> dict:
+def build_run(
+    root: Path, steps: int = 6, phase1: int = 3, metrics_keys: tuple[str, ...] | None = None, query: str | None = None
+) -> dict:
     """A run folder shaped like the trainer's output: checkpoints/global_step_{2,4,6}/arise/
-    library.parquet, checkpoints/arise/library_log/step_*.parquet and metrics.jsonl."""
+    library.parquet, checkpoints/arise/library_log/step_*.parquet and metrics.jsonl. With ``query``
+    the new skills are distilled from it (provenance "json", query group uid = ``query``)."""
     seeds = [doc("seed_setup", "algebra", LONG_INSIGHT), doc("seed_casework", "combinatorics")]
     lib = SkillLibrary(cache_capacity=4, reservoir_capacity=5, seed_skills=seeds)
     ckpt = root / "checkpoints"
@@ -46,6 +52,8 @@ def build_run(root: Path, steps: int = 6, phase1: int = 3, metrics_keys: tuple[s
         new = [doc(f"skill_{step}_{j}", TYPES[(step + j) % len(TYPES)]) for j in range(2)]
         if step > 1:
             new.append(doc("skill_1_0", "algebra"))  # a duplicate every step after the first
+        if query is not None:
+            new = [(d, Provenance("json", step, uid=query, query=query, rewards=(2.0, 1.0))) for d in new]
         obs = []
         if phase == 2:  # used skills: the first cache entry does well, the last one badly
             ids = lib.cache_ids()
@@ -404,6 +412,62 @@ def test_report_log_dir_options_and_errors(run, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert str(run_copy / "report" / "report.html") in printed
     assert (run_copy / "report" / "library_size.png").is_file()
+
+
+# Model text that would add markup or template code if the page were built without escaping, or
+# if a value were ever rendered as template source ({{ 'inj' ~ 'ected' }} would print "injected").
+EVIL = (
+    "<script>alert(1)</script></table></td><b>\"double\" & 'single'</b> {{ 7*7 }} {{ 'inj' ~ 'ected' }}"
+    " {% if true %}TPL{% endif %} {# c #}"
+)
+
+
+class _Page(HTMLParser):
+    """The element sequence (tags and attributes) and the text of a page."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple] = []
+        self.text: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, tuple(sorted((k, v) for k, v in attrs if k not in ("src", "href", "id")))))
+
+    def handle_endtag(self, tag):
+        self.elements.append(("/" + tag,))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _report_with_model_text(root: Path, out: Path, text: str) -> str:
+    """A report of a run whose skill documents, names and source questions are all ``text``."""
+    import pandas as pd
+
+    build_run(root, steps=4, phase1=2, query=text)
+    fields = {"skill_name": text, "problem_type": text, "key_insight": text, "method": [text, text], "check": text}
+    for f in sorted((root / "checkpoints" / "arise" / "library_log").glob("step_*.parquet")):
+        df = pd.read_parquet(f)  # the log's text is the model's; the report must not trust it to be valid
+        df["skill_name"] = df["problem_type"] = text
+        df["doc"] = json.dumps(fields)
+        df.to_parquet(f)
+    page = rep.build_report(root, out)["html"].read_text(encoding="utf-8")
+    return re.sub(r"base64,[A-Za-z0-9+/=]*", "base64,", page)  # the PNGs are not under test here
+
+
+def test_model_text_cannot_inject_markup_or_template_code(tmp_path):
+    plain = _report_with_model_text(tmp_path / "plain", tmp_path / "out_plain", "plain text")
+    evil = _report_with_model_text(tmp_path / "evil", tmp_path / "out_evil", EVIL)
+    # the same elements as with harmless text: nothing added, nothing closed early
+    assert _Page(evil).elements == _Page(plain).elements
+    assert "<script" not in evil and EVIL not in evil
+    # ...and the text reads back as the model wrote it, once per cell: name, type, insight, two steps and
+    # check per table row; name, query group and question per generated skill in the provenance list
+    rows, sources = plain.count("<tr>") - 9, plain.count("<li id=")  # less the summary's 8 rows and the header
+    assert rows >= 5 and sources >= 5
+    assert "".join(_Page(evil).text).count(EVIL) == 6 * rows + 3 * sources
+    assert "injected" not in evil  # values are data, never template source
 
 
 # ----------------------------------------------------------------- a whole run folder

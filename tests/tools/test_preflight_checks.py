@@ -179,7 +179,9 @@ def test_resume_without_recorded_settings_and_other_modes(tmp_path, base):
     # a resume_path step whose actor/ verl's retention removed: refused before any GPU is allocated
     pruned = root / "global_step_10"
     (pruned / "arise").mkdir(parents=True)
-    paths = preflight._check_paths(_cfg(cfg, trainer__resume_mode="resume_path", trainer__resume_from_path=str(pruned)))
+    paths = preflight.check_data_paths(
+        _cfg(cfg, trainer__resume_mode="resume_path", trainer__resume_from_path=str(pruned))
+    )
     assert any(f.level == "ERROR" and "holds no actor/" in f.what for f in paths)
 
 

@@ -6,9 +6,10 @@ cache from the skill pool and score every cache skill with the policy on the rol
 Per trajectory: the control arm (``arise.selection.control_share`` of each Phase II training
 group goes unaided), then the epsilon draw and the confidence gate (Eq. 3), then ``SKILL:{json}``
 is prepended to the user turn, unless the injected prompt would not fit ``rollout.prompt_length``.
-What was chosen travels on in ``extra_fields`` (``arise_*`` keys) to the reward manager and into
-the batch. A scoring failure (an engine error, a timeout, unusable numbers) sends the group's
-trajectories unaided and is counted, never raised.
+What was chosen travels on as a :class:`~recipe.arise.core.trajectory.TrajectoryInfo` in
+``extra_fields`` to the reward manager and into the batch. A scoring failure (an engine error, a
+timeout, unusable numbers) sends the group's trajectories unaided and is counted, never raised.
+The scoring requests' routing and the pmi baselines: :mod:`recipe.arise.adapters.scoring_requests`.
 
 With ``arise.selection.train_manager`` the chosen skill instead opens the assistant turn
 (``SKILL:{json}\\n`` then the solution), in exactly the tokens it was scored with, and its tokens are
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import json
 import logging
 import os
@@ -35,6 +35,13 @@ from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentL
 from verl.utils.profiler import simple_timer
 
 from recipe.arise.adapters.library_replica import get_pool
+from recipe.arise.adapters.scoring_requests import (
+    SCORING_PARAMS,
+    common_prefix_len,
+    pmi_baselines,
+    scoring_request_ids,
+    token_logprobs,
+)
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import resolve_temperature
 from recipe.arise.core.prompts import format_skill_injection, inject_skill
@@ -42,15 +49,14 @@ from recipe.arise.core.scoring import (
     computed_ids_match,
     computed_rows,
     merge_cached_rows,
-    query_free_prefix_ids,
     scoring_prefix_ids,
     scoring_requests,
     scoring_suffix,
     skill_score,
-    skill_token_logprobs,
 )
 from recipe.arise.core.selection import finite_scores, is_control_session, select_skill_detailed, top_m_candidates
 from recipe.arise.core.skill import SkillDoc
+from recipe.arise.core.trajectory import ScoredSkill, SelectedSkill, TrajectoryInfo
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -61,18 +67,6 @@ _CONFIGS: dict[int, tuple[Any, ARISEConfig]] = {}
 _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
-# score_norm=pmi: (library version, skill id, train_manager) -> future of the skill's mean log-prob in
-# the query-free context, computed once per worker process and version and shared by its queries
-_BASELINES: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDict()
-
-
-def _common_prefix_len(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def arise_config(trainer_config) -> ARISEConfig:
@@ -100,43 +94,6 @@ def query_key(messages) -> str:
     return f"{zlib.crc32(json.dumps(list(messages), sort_keys=True, default=str).encode()):08x}"
 
 
-@dataclasses.dataclass(frozen=True)
-class ScoredSkill:
-    """train_manager: what the group's scoring request saw of one skill. ``prefix_ids`` is
-    chat(query) + ``SKILL:``, ``skill_ids`` the scored skill tokens, ``logprobs`` their per-token
-    log-probs from the request's prompt log-probs (None when the engine's numbers were unusable)."""
-
-    prefix_ids: list[int]
-    skill_ids: list[int]
-    logprobs: list[float] | None
-
-
-def default_info(phase: int, validate: bool) -> dict[str, Any]:
-    """The ``arise_*`` fields every trajectory carries (the reward manager and metrics read them)."""
-    return {
-        "arise_phase": phase,
-        "arise_validate": validate,
-        "arise_skill_id": "",
-        "arise_selected": False,
-        "arise_control": False,  # in the group's unaided control arm
-        "arise_gate_passed": None,
-        "arise_explored": False,
-        "arise_max_prob": None,
-        "arise_scores": [],
-        "arise_scoring_failed": False,
-        "arise_scores_nonfinite": 0,
-        "arise_skill_overlong": False,  # a chosen skill was dropped: the prompt would not fit
-        "arise_skill_tokens": 0,
-        # train_manager: the skill line is the first arise_skill_tokens tokens of the response
-        "arise_skill_in_response": False,
-        "arise_scorer": False,  # this trajectory ran the group's scoring (its cost is counted here)
-        "arise_scoring_s": 0.0,
-        "arise_scoring_tokens": 0,  # scoring prompt tokens prefilled (computed) for the group
-        "arise_scoring_cached_tokens": 0,  # ... read from vLLM's prefix cache instead
-        "arise_scoring_rescored": 0,  # scoring requests sent again without the prefix cache
-    }
-
-
 @register("arise_agent")
 class ARISEAgentLoop(SingleTurnAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
@@ -149,31 +106,32 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         validate = snapshot["mode"] == "val"
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
-        info = default_info(phase, validate)
+        info = TrajectoryInfo(phase=phase, validate=validate)
         messages = list(kwargs["raw_prompt"])
         active = phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)
         if active:
             chosen = await self._select(cfg, snapshot, messages, kwargs, validate, info)
             # ---- train_manager: the skill opens the response, scored and trained there
             if chosen is not None and cfg.selection.train_manager:
-                output = await self._run_manager_trained(sampling_params, kwargs, messages, chosen[0], chosen[2], info)
+                output = await self._run_manager_trained(
+                    sampling_params, kwargs, messages, chosen.skill_id, chosen.scored, info
+                )
                 if output is not None:
                     return output
                 chosen = None  # it did not fit or its numbers were unusable: unaided (counted)
             # ---- end train_manager
             if chosen is not None:
-                skill_id, doc = chosen[0], chosen[1]
-                injected = inject_skill(messages, doc)
+                injected = inject_skill(messages, chosen.doc)
                 if await self._fits(injected):
                     messages = injected
-                    info["arise_skill_id"] = skill_id
-                    info["arise_skill_tokens"] = len(
-                        self.tokenizer.encode(format_skill_injection(doc) + "\n", add_special_tokens=False)
+                    info.skill_id = chosen.skill_id
+                    info.skill_tokens = len(
+                        self.tokenizer.encode(format_skill_injection(chosen.doc) + "\n", add_special_tokens=False)
                     )
                 else:
-                    info["arise_skill_overlong"] = True
+                    info.skill_overlong = True
         output = await super().run(sampling_params, **{**kwargs, "raw_prompt": messages})
-        output.extra_fields.update(info)
+        output.extra_fields.update(info.to_extra_fields())
         return output
 
     async def _fits(self, messages) -> bool:
@@ -184,7 +142,8 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         )
         return len(ids) <= self.prompt_length
 
-    async def _select(self, cfg, snapshot, messages, kwargs, validate, info):
+    async def _select(self, cfg, snapshot, messages, kwargs, validate, info: TrajectoryInfo) -> SelectedSkill | None:
+        """The skill for one trajectory (None: unaided); what happened goes into ``info``."""
         sel = cfg.selection
         uid = str(kwargs.get("uid", uuid4().hex))
         session = int(kwargs.get("session_id", 0))
@@ -192,22 +151,22 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         cache = snapshot["cache"]
         n = self.rollout_config.val_kwargs.n if validate else self.rollout_config.n
         if not validate and is_control_session(session, n, sel.control_share):
-            info["arise_control"] = True
+            info.control = True
             return None
 
         qkey = query_key(messages)
         if sel.random:  # ablation (b): no scoring, no gate
             index = int(_rng(cfg.seed, step, qkey, session).integers(len(cache)))
-            info.update(arise_selected=True, arise_gate_passed=True)
-            return cache[index][0], _doc(cache[index][1])
+            info.selected, info.gate_passed = True, True
+            return SelectedSkill(cache[index][0], _doc(cache[index][1]))
 
         # score_top_m: only the M cache skills of highest utility are scored and are candidates
         utilities = snapshot.get("utilities")
-        if sel.score_top_m and utilities is None and "utilities" not in _WARNED:
-            _WARNED.add("utilities")
-            logger.warning(
+        if sel.score_top_m and utilities is None:
+            _warn_once(
+                "utilities",
                 "arise.selection.score_top_m is set but the skill pool publishes no utilities: "
-                "the first M cache skills are scored"
+                "the first M cache skills are scored",
             )
         candidates = top_m_candidates(len(cache), sel.score_top_m, utilities)
         # every session of a query (rollout.n in training, val_kwargs.n at evaluation) carries the
@@ -222,22 +181,20 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             while len(_GROUPS) > _MAX_GROUPS:
                 _GROUPS.popitem(last=False)
             # the trajectory that started the group's scoring carries its cost (once per group)
-            info["arise_scorer"] = True
+            info.scorer = True
         scores, seconds, counts, error, scored = await future
-        if info["arise_scorer"]:
-            info.update(
-                arise_scoring_s=seconds,
-                arise_scoring_tokens=counts["tokens"],
-                arise_scoring_cached_tokens=counts["cached"],
-                arise_scoring_rescored=counts["rescored"],
-            )
+        if info.scorer:
+            info.scoring_s = seconds
+            info.scoring_tokens = counts["tokens"]
+            info.scoring_cached_tokens = counts["cached"]
+            info.scoring_rescored = counts["rescored"]
         if error is not None:
-            info["arise_scoring_failed"] = True
+            info.scoring_failed = True
             return None
         scores, nonfinite = finite_scores(scores)
-        info["arise_scores_nonfinite"] = nonfinite
+        info.scores_nonfinite = nonfinite
         if not np.isfinite(scores).any():
-            info["arise_scoring_failed"] = True
+            info.scoring_failed = True
             return None
         epsilon = sel.val_epsilon if validate else sel.epsilon
         draw_parts = (cfg.seed, step, qkey) if sel.granularity == "query" else (cfg.seed, step, qkey, session)
@@ -248,19 +205,15 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             gate=sel.gate if sel.use_gate else 0.0,
             rng=_rng(*draw_parts),
         )
-        info.update(
-            arise_scores=[float(s) for s in scores],
-            arise_max_prob=choice.max_prob,
-            arise_gate_passed=bool(choice.gate_passed),
-            arise_explored=bool(choice.explored),
-        )
+        info.scores = [float(s) for s in scores]
+        info.max_prob = choice.max_prob
+        info.gate_passed = bool(choice.gate_passed)
+        info.explored = bool(choice.explored)
         if choice.index is None:
             return None
-        info["arise_selected"] = True
+        info.selected = True
         skill_id, text = cache[candidates[choice.index]]
-        if sel.train_manager:
-            return skill_id, _doc(text), scored[choice.index]
-        return skill_id, _doc(text)
+        return SelectedSkill(skill_id, _doc(text), scored[choice.index] if sel.train_manager else None)
 
     def _scoring_reads_prefix_cache(self, cfg) -> bool:
         """arise.selection.scoring_prefix_cache on a vLLM engine with its prefix cache enabled."""
@@ -291,9 +244,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             requests = scoring_requests(
                 self.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens
             )
-            jobs = [self._score_requests(requests, _SCORING_PARAMS, self._scoring_reads_prefix_cache(cfg), counts)]
+            jobs = [self._score_requests(requests, SCORING_PARAMS, self._scoring_reads_prefix_cache(cfg), counts)]
             if norm == "pmi":
-                jobs.append(_pmi_baselines(self, cfg, cache, version, counts))
+                jobs.append(pmi_baselines(self, cfg, cache, version, counts))
             outputs, *baselines = await asyncio.wait_for(asyncio.gather(*jobs), timeout=cfg.selection.scoring_timeout_s)
             baselines = baselines[0] if baselines else [None] * len(cache)
             scores = [
@@ -303,7 +256,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             scored = None
             if train_manager:
                 scored = [
-                    ScoredSkill(prefix, ids[len(prefix) :], _token_logprobs(out, len(prefix), len(ids)))
+                    ScoredSkill(prefix, ids[len(prefix) :], token_logprobs(out, len(prefix), len(ids)))
                     for out, ids in zip(outputs, requests, strict=True)
                 ]
         except Exception as e:  # the engine errored or timed out: the group goes unaided
@@ -331,7 +284,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         or whose rows fit neither layout (or disagree with verl's ``prompt_ids``) is sent again
         without the cache (``counts["rescored"]``). ``detokenize=False``: no text is needed, and
         vLLM then does not decode the cached rows' token ids."""
-        ids = _scoring_request_ids(self.rollout_config, len(requests))
+        ids = scoring_request_ids(self.rollout_config, len(requests))
 
         def send(i, sampling_params):
             return self.server_manager.generate(
@@ -375,8 +328,8 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         while pending and progress:
             progress, waiting = False, []
             for i, hit in pending:
-                source = max(complete, key=lambda c: _common_prefix_len(requests[i], requests[c]))
-                if hit > _common_prefix_len(requests[i], requests[source]) - 1:
+                source = max(complete, key=lambda c: common_prefix_len(requests[i], requests[c]))
+                if hit > common_prefix_len(requests[i], requests[source]) - 1:
                     waiting.append((i, hit))
                     continue
                 fields = outputs[i].extra_fields
@@ -399,7 +352,13 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
 
     # ------------------------------------------------------------------ train_manager
     async def _run_manager_trained(
-        self, sampling_params: dict[str, Any], kwargs: dict, messages: list, skill_id: str, scored, info: dict
+        self,
+        sampling_params: dict[str, Any],
+        kwargs: dict,
+        messages: list,
+        skill_id: str,
+        scored: ScoredSkill,
+        info: TrajectoryInfo,
     ) -> AgentLoopOutput | None:
         """The trajectory with the skill at the start of the assistant turn (train_manager).
 
@@ -415,15 +374,15 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         head = scored.prefix_ids[len(prompt_ids) :]  # the "SKILL:" tokens
         if scored.prefix_ids[: len(prompt_ids)] != prompt_ids or not head:
             logger.warning("ARISE train_manager: verl's prompt is not the scoring context; unaided")
-            info["arise_scoring_failed"] = True
+            info.scoring_failed = True
             return None
         if scored.logprobs is None:
-            info["arise_scores_nonfinite"] = max(1, int(info["arise_scores_nonfinite"]))
+            info.scores_nonfinite = max(1, info.scores_nonfinite)
             return None
         newline = list(self.tokenizer.encode("\n", add_special_tokens=False))
         lead = head + list(scored.skill_ids) + newline
         if len(lead) >= self.response_length:
-            info["arise_skill_overlong"] = True
+            info.skill_overlong = True
             return None
 
         params = dict(sampling_params)
@@ -473,88 +432,9 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
             extra_fields=dict(output.extra_fields or {}),
         )
         result.extra_fields.update({"turn_scores": [], "tool_rewards": []})
-        info.update(arise_skill_id=skill_id, arise_skill_in_response=True, arise_skill_tokens=len(lead))
-        result.extra_fields.update(info)
+        info.skill_id, info.skill_in_response, info.skill_tokens = skill_id, True, len(lead)
+        result.extra_fields.update(info.to_extra_fields())
         return result
-
-
-def _token_logprobs(output, prefix_len: int, total_len: int) -> list[float] | None:
-    """The skill tokens' prompt log-probs of one scoring request, or None if unusable."""
-    try:
-        values = [
-            float(v) for v in skill_token_logprobs(output.extra_fields.get("prompt_logprobs"), prefix_len, total_len)
-        ]
-    except (TypeError, ValueError, IndexError, KeyError):
-        return None
-    return values if all(np.isfinite(values)) else None
-
-
-def _scoring_request_ids(rollout, n: int) -> list[str]:
-    """The ``request_id`` of each of a batch's ``n`` scoring requests: one id for all of them.
-
-    verl routes by ``request_id`` (``GlobalRequestLoadBalancer``: the replica an id was first
-    given, else the least loaded), so one id sends the batch to one replica, where the requests
-    read each other's prefix cache; with an id each they spread over the replicas and only those
-    landing beside the first could. verl's ``LLMServerClient`` gives the engine a fresh uuid per
-    request (``_vllm_request_id``), so shared ids never meet in an engine; with
-    ``rollout.full_determinism`` it passes the id through, and vLLM appends a random suffix to
-    every request id it is given (``InputProcessor.assign_request_id``); another engine then
-    gets one id per request (its requests then spread, as verl routes them by the id's hash)."""
-    route = f"arise-scoring-{uuid4().hex}"
-    if getattr(rollout, "full_determinism", False) and getattr(rollout, "name", None) != "vllm":
-        return [f"{route}-{i}" for i in range(n)]
-    return [route] * n
-
-
-async def _pmi_baselines(loop, cfg, cache, version, counts) -> list[float]:
-    """score_norm=pmi: each cache skill's mean log-prob in the query-free context
-    (``scoring.query_free_prefix_ids``), one request per skill per library version in this
-    worker process, shared by all its queries (each agent-loop worker computes its own). The
-    group that finds a skill's baseline missing computes it (its cost in that group's
-    ``counts``); the others await the same future. A failure is not kept: the next group
-    tries again."""
-    train_manager = cfg.selection.train_manager
-    running = asyncio.get_running_loop()
-    keys = [(version, skill_id, train_manager) for skill_id, _ in cache]
-    futures, missing = [], []
-    for i, key in enumerate(keys):
-        future = _BASELINES.get(key) if version is not None else None
-        if future is None or (not future.done() and future.get_loop() is not running):
-            future = running.create_future()
-            missing.append(i)
-            if version is not None:
-                _BASELINES[key] = future
-        futures.append(future)
-    while len(_BASELINES) > _MAX_GROUPS:
-        _BASELINES.popitem(last=False)
-    if missing:
-        job = asyncio.ensure_future(_compute_baselines(loop, cfg, [cache[i] for i in missing], counts))
-        job.add_done_callback(lambda done: _settle(done, [futures[i] for i in missing], [keys[i] for i in missing]))
-    return list(await asyncio.gather(*[_baseline(f) for f in futures]))
-
-
-async def _baseline(future: asyncio.Future) -> float:
-    if future.done():  # its value (a future of an earlier event loop is read, never awaited)
-        return future.result()
-    # shielded: a group that times out leaves the shared computation running for the others
-    return await asyncio.shield(future)
-
-
-async def _compute_baselines(loop, cfg, cache, counts) -> list[float]:
-    """The mean log-prob of each skill of ``cache`` after the query-free context: the scoring
-    requests of a query, with the query left out (the same skill tokens, suffix and routing)."""
-    suffix = scoring_suffix(cfg.selection.train_manager)
-    prefix = query_free_prefix_ids(loop.tokenizer, suffix, **loop.apply_chat_template_kwargs)
-    requests = scoring_requests(loop.tokenizer, prefix, [text for _, text in cache], cfg.selection.max_skill_tokens)
-    outputs = await loop._score_requests(requests, _SCORING_PARAMS, loop._scoring_reads_prefix_cache(cfg), counts)
-    return [
-        skill_score(out.extra_fields.get("prompt_logprobs"), len(prefix), len(ids), "mean")
-        for out, ids in zip(outputs, requests, strict=True)
-    ]
-
-
-# a scoring request: its prompt log-probs only (one token generated, no text needed)
-_SCORING_PARAMS = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -563,20 +443,4 @@ def _warn_once(key: str, message: str) -> None:
         logger.warning(message)
 
 
-def _settle(job: asyncio.Future, futures: list[asyncio.Future], keys: list[tuple]) -> None:
-    """Hand the pmi baselines computed by ``job`` to the futures the groups await; on a failure
-    (or cancellation) forget them, so a later group computes them again."""
-    error = RuntimeError("pmi baselines cancelled") if job.cancelled() else job.exception()
-    for i, (future, key) in enumerate(zip(futures, keys, strict=True)):
-        if error is not None and _BASELINES.get(key) is future:
-            del _BASELINES[key]
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(error)
-            future.exception()  # retrieved here: a group that already gave up awaits it no more
-        else:
-            future.set_result(job.result()[i])
-
-
-__all__ = ["ARISEAgentLoop", "ScoredSkill", "arise_config", "default_info"]
+__all__ = ["ARISEAgentLoop", "ScoredSkill", "SelectedSkill", "TrajectoryInfo", "arise_config"]

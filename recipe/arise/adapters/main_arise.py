@@ -18,7 +18,7 @@ def _ensure_registered_everywhere() -> None:
         os.environ["VERL_USE_EXTERNAL_MODULES"] = ",".join(modules + [REGISTER_MODULE])
 
 
-@hydra.main(config_path="config", config_name="arise_trainer", version_base=None)
+@hydra.main(config_path="../config", config_name="arise_trainer", version_base=None)
 def main(config):
     from verl.trainer.main_ppo import main as verl_main
 

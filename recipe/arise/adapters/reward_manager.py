@@ -28,6 +28,7 @@ from recipe.arise.adapters.library_replica import get_pool
 from recipe.arise.core.grader import grade
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.summary import generate_summary, summary_prompt_ids
+from recipe.arise.core.trajectory import TrajectoryInfo
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -47,12 +48,13 @@ class ARISERewardManager(RewardManagerBase):
         ids = response_ids[:valid_length]
         response = await self.loop.run_in_executor(None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True))
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
-        fields = item.non_tensor_batch.get("tool_extra_fields", None) or {}
+        # what the agent loop recorded (every field at its default for a plain single-turn loop)
+        info = TrajectoryInfo.from_extra_fields(item.non_tensor_batch.get("tool_extra_fields", None))
 
         timeout = self.arise.reward.timeout_s
         correct = await self.loop.run_in_executor(None, lambda: grade(response, ground_truth, timeout_s=timeout))
-        skill_id = fields.get("arise_skill_id", "") or ""
-        phase = int(fields.get("arise_phase", 1) or 1)  # the Manager's phase (selection, control arm)
+        skill_id = info.skill_id
+        phase = info.phase  # the Manager's phase (selection, control arm)
         # ablation (a) keeps the Manager in Phase II and only the reward binary
         reward_phase = 1 if not self.arise.enable or self.arise.reward.binary else phase
         score = hierarchical_reward(
@@ -60,10 +62,10 @@ class ARISERewardManager(RewardManagerBase):
         )
 
         pool = get_pool() if self.arise.enable else None
-        if pool is not None and not fields.get("arise_validate", False):
+        if pool is not None and not info.validate:
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
-                trace = self._trace(item, ids, response, fields)
+                trace = self._trace(item, ids, response, info)
             # Awaited so the observation is in the pool before the trajectory reaches the trainer.
             group = await pool.record.remote(
                 {
@@ -73,21 +75,21 @@ class ARISERewardManager(RewardManagerBase):
                     "reward": float(score),
                     "correct": bool(correct),
                     "phase": phase,
-                    "selected": bool(fields.get("arise_selected", False)),
-                    "control": bool(fields.get("arise_control", False)),
-                    "gate_passed": fields.get("arise_gate_passed", None),
-                    "scored": bool(fields.get("arise_scores")),
+                    "selected": info.selected,
+                    "control": info.control,
+                    "gate_passed": info.gate_passed,
+                    "scored": bool(info.scores),
                     # the group's score vector: arise.selection.temperature=auto calibrates sigma on it
-                    "scores": [float(s) for s in fields.get("arise_scores") or []],
-                    "scorer": bool(fields.get("arise_scorer", False)),
-                    "scoring_failed": bool(fields.get("arise_scoring_failed", False)),
-                    "scores_nonfinite": int(fields.get("arise_scores_nonfinite", 0) or 0),
-                    "skill_overlong": bool(fields.get("arise_skill_overlong", False)),
-                    "skill_tokens": int(fields.get("arise_skill_tokens", 0) or 0),
-                    "scoring_s": float(fields.get("arise_scoring_s", 0.0) or 0.0),
-                    "scoring_tokens": int(fields.get("arise_scoring_tokens", 0) or 0),
-                    "scoring_cached_tokens": int(fields.get("arise_scoring_cached_tokens", 0) or 0),
-                    "scoring_rescored": int(fields.get("arise_scoring_rescored", 0) or 0),
+                    "scores": list(info.scores),
+                    "scorer": info.scorer,
+                    "scoring_failed": info.scoring_failed,
+                    "scores_nonfinite": info.scores_nonfinite,
+                    "skill_overlong": info.skill_overlong,
+                    "skill_tokens": info.skill_tokens,
+                    "scoring_s": info.scoring_s,
+                    "scoring_tokens": info.scoring_tokens,
+                    "scoring_cached_tokens": info.scoring_cached_tokens,
+                    "scoring_rescored": info.scoring_rescored,
                     "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                     "response_tokens": int(valid_length),
                 },
@@ -103,17 +105,17 @@ class ARISERewardManager(RewardManagerBase):
                 "acc": float(correct),
                 "score": float(score),
                 "skill_used": float(bool(skill_id)),
-                "skill_scored": float(bool(fields.get("arise_scores"))),
-                "max_p": float(fields.get("arise_max_prob") or 0.0),
+                "skill_scored": float(bool(info.scores)),
+                "max_p": float(info.max_prob or 0.0),
             },
         }
 
-    def _trace(self, item, ids, response: str, fields: dict) -> dict:
+    def _trace(self, item, ids, response: str, record: TrajectoryInfo) -> dict:
         """What the summary prompt needs of this trajectory: its trace (without a skill line the
         Manager wrote at the start of the response), the question, the chat messages."""
         text = response
-        if fields.get("arise_skill_in_response", False):
-            lead = int(fields.get("arise_skill_tokens", 0) or 0)
+        if record.skill_in_response:
+            lead = record.skill_tokens
             text = self.tokenizer.decode(ids[lead:], skip_special_tokens=True)
         messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
         info = item.non_tensor_batch.get("extra_info", None)

@@ -8,4 +8,4 @@ Ray's runtime env so the "arise" trainer and the "arise_agent" agent loop are fo
 # verl loads external modules before its entry-point plugins; the CPU platform (a no-op unless
 # ARISE_CPU=1) must exist before the trainer modules resolve the device.
 from recipe.arise.cpu import verl_plugin  # noqa: F401  isort: skip
-from recipe.arise import agent_loop, trainer  # noqa: F401,E402  (registration side effects)
+from recipe.arise.adapters import agent_loop, trainer  # noqa: F401,E402  (registration side effects)

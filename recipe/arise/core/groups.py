@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from recipe.arise.core.library import Contrast
+from recipe.arise.core.library_entry import Contrast
 
 __all__ = [
     "positive_advantage_sessions",

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.core.library import write_table_atomic
+from recipe.arise.core.store import write_table_atomic
 
 COLUMNS = (
     "step",

@@ -29,7 +29,7 @@ response tokens the policy gradient reaches (docs/design.md: Training the Manage
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from recipe.arise.core.selection import truncate_skill_for_scoring
@@ -173,3 +173,39 @@ def merge_cached_rows(source_rows: Sequence, rows: Sequence, prompt_len: int, hi
     if computed is None or len(source_rows) < hit:
         return None
     return list(source_rows[:hit]) + computed
+
+
+def score_queries(
+    engine: Callable[[list[list[int]]], list[Any]],
+    tokenizer: Any,
+    queries: Sequence[Sequence[dict]],
+    skill_texts: Sequence[str],
+    *,
+    max_skill_tokens: int = 128,
+    score_norm: str = "mean",
+    train_manager: bool = False,
+    chat_kwargs: dict | None = None,
+) -> list[list[float]]:
+    """One score vector per query, as the agent loop scores a group: ``engine(prompts)`` returns
+    each prompt's prompt log-probs in verl's layout (entry j: [log-prob of token j + 1]), or None
+    for a failed request (its score is NaN). The trainer's rescoring uses it too.
+    ``score_norm="pmi"``: the skills are also scored once in the query-free context and each
+    query's mean is taken relative to that baseline, as the agent loop does."""
+    suffix = scoring_suffix(train_manager)
+    contexts = [scoring_prefix_ids(tokenizer, m, suffix, **(chat_kwargs or {})) for m in queries]
+    if score_norm == "pmi":
+        contexts.append(query_free_prefix_ids(tokenizer, suffix, **(chat_kwargs or {})))
+    prompts, spans = [], []
+    for prefix in contexts:
+        for ids in scoring_requests(tokenizer, prefix, skill_texts, max_skill_tokens):
+            prompts.append(ids)
+            spans.append((len(prefix), len(ids)))
+    rows = engine(prompts)
+    norm = "mean" if score_norm == "pmi" else score_norm
+    scores = [skill_score(lp, lo, hi, norm) for lp, (lo, hi) in zip(rows, spans, strict=True)]
+    k = len(skill_texts)
+    vectors = [scores[q * k : (q + 1) * k] for q in range(len(contexts))]
+    if score_norm == "pmi":
+        baseline = vectors.pop()
+        vectors = [[s - b for s, b in zip(v, baseline, strict=True)] for v in vectors]
+    return vectors

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
-from recipe.arise.core.library import Provenance
+from recipe.arise.core.library_entry import Provenance
 from recipe.arise.core.prompts import summary_messages
 from recipe.arise.core.skill import SkillDoc, fallback_skill, parse_skill
 

@@ -36,7 +36,7 @@ from recipe.arise.core.calibration import (
     paper_target_use,
     pass_rate,
 )
-from recipe.arise.core.scoring import SCORE_NORMS, scoring_prefix_ids, scoring_requests, scoring_suffix, skill_score
+from recipe.arise.core.scoring import SCORE_NORMS, score_queries
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -74,44 +74,6 @@ def load_skills(library: str | None, seeds: str | None) -> tuple[list[str], floa
     if not texts:
         raise ValueError(f"{library or 'the seed skills'}: the cache is empty, nothing to select from")
     return texts, sigma
-
-
-def score_queries(
-    engine: Callable[[list[list[int]]], list[Any]],
-    tokenizer: Any,
-    queries: Sequence[Sequence[dict]],
-    skill_texts: Sequence[str],
-    *,
-    max_skill_tokens: int = 128,
-    score_norm: str = "mean",
-    train_manager: bool = False,
-    chat_kwargs: dict | None = None,
-) -> list[list[float]]:
-    """One score vector per query, as the agent loop scores a group: ``engine(prompts)`` returns
-    each prompt's prompt log-probs in verl's layout (entry j: [log-prob of token j + 1]), or None
-    for a failed request (its score is NaN). The trainer's rescoring uses it too.
-    ``score_norm="pmi"``: the skills are also scored once in the query-free context and each
-    query's mean is taken relative to that baseline, as the agent loop does."""
-    from recipe.arise.core import scoring
-
-    suffix = scoring_suffix(train_manager)
-    contexts = [scoring_prefix_ids(tokenizer, m, suffix, **(chat_kwargs or {})) for m in queries]
-    if score_norm == "pmi":
-        contexts.append(scoring.query_free_prefix_ids(tokenizer, suffix, **(chat_kwargs or {})))
-    prompts, spans = [], []
-    for prefix in contexts:
-        for ids in scoring_requests(tokenizer, prefix, skill_texts, max_skill_tokens):
-            prompts.append(ids)
-            spans.append((len(prefix), len(ids)))
-    rows = engine(prompts)
-    norm = "mean" if score_norm == "pmi" else score_norm
-    scores = [skill_score(lp, lo, hi, norm) for lp, (lo, hi) in zip(rows, spans, strict=True)]
-    k = len(skill_texts)
-    vectors = [scores[q * k : (q + 1) * k] for q in range(len(contexts))]
-    if score_norm == "pmi":
-        baseline = vectors.pop()
-        vectors = [[s - b for s, b in zip(v, baseline, strict=True)] for v in vectors]
-    return vectors
 
 
 def gate_report(vectors: Sequence[Sequence[float]], sigma: float, delta: float, target: float) -> dict[str, Any]:

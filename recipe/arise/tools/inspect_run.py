@@ -41,7 +41,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.core.library import LibraryFormatError, SkillLibrary, export_jsonl, library_from_jsonl
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_jsonl import export_jsonl, library_from_jsonl
+from recipe.arise.core.library_store import LibraryFormatError
 
 __all__ = [
     "InspectError",

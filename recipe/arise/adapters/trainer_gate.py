@@ -1,0 +1,158 @@
+"""The calibrated confidence gate of the ARISE trainer (``arise.selection.temperature: auto``).
+
+A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`: sigma from the score vectors of the
+last ``calibration_window`` Phase II groups (``calibration=window``) or from the recent training
+queries scored against each new cache (``calibration=rescore``), published with the cache and saved
+beside the library (``recipe.arise.core.calibration``, docs/design.md).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import transfer_queue as tq
+
+from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
+from recipe.arise.core.scoring import score_queries
+from recipe.arise.core.selection import top_m_candidates
+from recipe.arise.core.trajectory import as_list
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+
+class GateMixin:
+    """The trainer's gate: ``_gate`` (a :class:`GateCalibrator`) and the queries it rescores."""
+
+    def _init_gate(self) -> None:
+        sel = self.arise.selection
+        self._gate = GateCalibrator(
+            delta=sel.gate,
+            target=sel.gate_target,
+            window=sel.calibration_window,
+            initial=sel.initial_temperature,
+            fixed=None if sel.auto_temperature else float(sel.temperature),
+        )
+        # the most recent training queries (key: their messages), scored against each new cache
+        self._gate_queries: collections.OrderedDict[str, list] = collections.OrderedDict()
+
+    def _gate_calibrates(self) -> bool:
+        sel = self.arise.selection
+        return self._gate.auto and sel.use_gate and not sel.random
+
+    def _gate_rescores(self, step: int) -> bool:
+        """Whether this step's queries are scored against the cache the next step selects from:
+        every step from the last Phase I one with calibration=rescore; with window only the last
+        Phase I step, so Phase II starts calibrated."""
+        if not self._gate_calibrates() or step < self.arise.phase1_steps:
+            return False
+        return step == self.arise.phase1_steps or self.arise.selection.calibration == "rescore"
+
+    def _restore_gate(self) -> None:
+        path = self._gate_file()
+        if path is None:
+            return
+        if not os.path.exists(path):
+            logger.warning(
+                f"ARISE: no {GATE_FILE} beside the restored library ({path}); sigma = "
+                f"{self._gate.sigma:g} until the gate is calibrated"
+            )
+            return
+        with open(path) as f:
+            state = json.load(f)
+        logger.info(f"ARISE: restored the gate from {path}: {self._gate.restore(state)}")
+
+    def _save_gate(self, folder: str) -> str:
+        path = os.path.join(folder, GATE_FILE)
+        with open(path, "w") as f:
+            json.dump(self._gate.state(), f)
+        return path
+
+    def _calibrate_gate(self, observations: list[dict[str, Any]]) -> None:
+        """Add this step's Phase II groups (one score vector per query group: its trajectories share
+        it; control-arm trajectories carry none) to the window and recalibrate."""
+        if not self._gate_calibrates() or self.arise.selection.calibration != "window":
+            return
+        vectors: dict[str, list[float]] = {}
+        for o in observations:
+            scores = o.get("scores")
+            if o.get("phase") == 2 and scores is not None and len(scores) and o["uid"] not in vectors:
+                vectors[o["uid"]] = scores
+        if vectors:
+            self._gate.add(vectors.values())
+            self._gate.update()
+
+    def _remember_queries(self, queries: list[list]) -> None:
+        """Keep the most recent calibration_window distinct training queries (rescored each step)."""
+        for messages in queries:
+            key = json.dumps(messages, sort_keys=True, default=str)
+            self._gate_queries.pop(key, None)
+            self._gate_queries[key] = messages
+        while len(self._gate_queries) > self.arise.selection.calibration_window:
+            self._gate_queries.popitem(last=False)
+
+    def _batch_queries(self, batch) -> list[list]:
+        """The chat messages of each query group of a sampled batch."""
+        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+        if not keep:
+            return []
+        keys = [batch.keys[i] for i in keep]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["uid", "raw_prompt"])
+        first: dict[str, list] = {}
+        for uid, messages in zip(as_list(data.pop("uid")), as_list(data.pop("raw_prompt")), strict=True):
+            first.setdefault(str(uid), list(messages or []))
+        return list(first.values())
+
+    def _calibrate_gate_on_queries(self, step: int) -> None:
+        """Score the last calibration_window training queries against the cache the next step
+        selects from, on the rollout servers and with the agent loop's scoring, and calibrate on
+        them (with calibration=rescore they replace the window: older vectors saw another cache)."""
+        sel = self.arise.selection
+        queries = list(self._gate_queries.values())
+        cache = list(self.library.cache)
+        if not queries or not cache:
+            return
+        candidates = top_m_candidates(len(cache), sel.score_top_m, [e.utility for e in cache])
+        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+
+        def engine(prompts):  # a failed request gives None rows: that skill's score is NaN
+            outputs = self._generate_all(prompts, params, sel.scoring_timeout_s)
+            return [None if isinstance(o, BaseException) else o.extra_fields.get("prompt_logprobs") for o in outputs]
+
+        started = time.perf_counter()
+        vectors = score_queries(
+            engine,
+            self.tokenizer,
+            queries,
+            [cache[i].doc.to_json() for i in candidates],
+            max_skill_tokens=sel.max_skill_tokens,
+            score_norm=sel.score_norm,
+            train_manager=sel.train_manager,
+            chat_kwargs=self.config.data.get("apply_chat_template_kwargs", None) or {},
+        )
+        if sel.calibration == "rescore":
+            self._gate.window.clear()
+        added = self._gate.add(vectors)
+        sigma = self._gate.update()
+        logger.info(
+            f"ARISE: gate calibrated on {added} queries of step {step} scored against the new cache "
+            f"({time.perf_counter() - started:.1f}s): sigma={sigma:.4g}"
+        )
+
+    def _gate_metrics(self, phase: int, sigma_used: float, observations: list[dict[str, Any]]) -> dict[str, float]:
+        """arise/sigma: the sigma this step's selection used; with auto the target and the window.
+        A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
+        m = {"arise/sigma": float(sigma_used)}
+        if self._gate_calibrates():
+            m["arise/gate_target"] = self._gate.target
+            m["arise/calibration_groups"] = float(len(self._gate.window))
+        if phase == 2 and self.arise.selection.use_gate and any(o["scored"] for o in observations):
+            warning = self._gate.watch(self._arise_metrics["arise/gate_pass_rate"])
+            if warning:
+                logger.warning(warning)
+        return m

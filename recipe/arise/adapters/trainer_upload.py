@@ -1,0 +1,231 @@
+"""The Upload channel of the ARISE trainer: the summary rollouts O_{G+1} and the exact IG.
+
+A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`, run per sampled batch while the
+rollout replicas are awake: each query group's tau+ traces read from the transfer queue, the summary
+rollouts of the chosen groups (or those the reward workers streamed, ``arise.summary.stream``) on
+the rollout servers, and every ``arise.ig.every_n_steps`` the paper's exact IG (App. D.3) of the
+cache skills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+from uuid import uuid4
+
+import numpy as np
+import ray
+import transfer_queue as tq
+
+from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
+from recipe.arise.core.prompts import inject_skill
+from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
+from recipe.arise.core.selection import truncate_skill_for_scoring
+from recipe.arise.core.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
+from recipe.arise.core.trajectory import TrajectoryInfo, as_list
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+
+class UploadMixin:
+    """The trainer's summary rollouts and exact IG (``self.library``, ``self.skill_pool``, ``self.arise``)."""
+
+    def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
+        """Each query group with tau+ non-empty: question, messages, success rate, and its tau+
+        traces best reward first (text, reward, token ids)."""
+        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+        if not keep:
+            return []
+        keys = [batch.keys[i] for i in keep]
+        # verl's TQ agent loop stores AgentLoopOutput.extra_fields (the arise_* keys) as one field
+        fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
+        train_manager = self.arise.selection.train_manager
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+        lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
+        responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
+        records = [TrajectoryInfo.from_extra_fields(e) for e in as_list(data.pop("extra_fields"))]
+        # the skill each trajectory was generated under ("" = unaided): the exact IG uses unaided ones
+        skill_of = [r.skill_id for r in records]
+        # with train_manager the response starts with the skill line: a trace is what follows it
+        starts = [0] * len(lengths)
+        if train_manager:
+            starts = [r.skill_tokens if r.skill_in_response else 0 for r in records]
+        rewards = data["rm_scores"].to_padded_tensor(padding=0.0).sum(dim=1).tolist()
+        uids = as_list(data.pop("uid"))
+        raw_prompts = as_list(data.pop("raw_prompt"))
+        extra_infos = as_list(data.pop("extra_info"))
+
+        members_of: dict[str, list[int]] = {}
+        for i, uid in enumerate(uids):
+            members_of.setdefault(str(uid), []).append(i)
+        out = []
+        for uid, members in members_of.items():
+            member_rewards = [rewards[i] for i in members]
+            positive = positive_advantage_sessions(member_rewards)
+            if not positive:
+                continue
+            positive.sort(key=lambda j: -member_rewards[j])  # best rewards first, ties in session order
+            first = members[0]
+            info = extra_infos[first] if isinstance(extra_infos[first], dict) else {}
+            messages = list(raw_prompts[first] or [])
+            traces = []
+            for j in positive:
+                row = members[j]
+                ids = [int(t) for t in responses[row][starts[row] : int(lengths[row])].tolist()]
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids, "skill_id": skill_of[row]})
+            # correct unaided traces (also those outside tau+: in Phase II an R=1 control-arm trace
+            # often has a negative advantage beside R=2 ones), best reward first: the exact IG's traces
+            unaided = sorted(
+                (j for j, r in enumerate(member_rewards) if r > 0 and not skill_of[members[j]]),
+                key=lambda j: -member_rewards[j],
+            )
+            unaided_traces = [
+                {
+                    "reward": float(member_rewards[j]),
+                    "ids": [int(t) for t in responses[members[j]][: int(lengths[members[j]])].tolist()],
+                }
+                for j in unaided
+            ]
+            out.append(
+                {
+                    "uid": uid,
+                    "question": info.get("question") or _last_user_turn(messages),
+                    "messages": messages,
+                    "success_rate": float(np.mean([r > 0 for r in member_rewards])),
+                    "traces": traces,
+                    "unaided": unaided_traces,
+                }
+            )
+        return out
+
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """One request per prompt on the rollout servers, concurrently; errors come back as values."""
+        client = self.get_llm_client()
+
+        async def one(ids):
+            return await client.generate(request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params))
+
+        async def run():
+            tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        return asyncio.run(run())
+
+    def _chat_ids(self, messages) -> list[int]:
+        return chat_ids(self.tokenizer, messages, self.config.data.get("apply_chat_template_kwargs", None))
+
+    def _summary_rollouts(self, groups: list[dict[str, Any]], step: int):
+        """The summary rollouts of ``groups`` after the wave, concurrently on the rollout servers."""
+        cfg = self.arise.summary
+        if not groups:
+            return summary_skills(self.tokenizer, [], [], 0, cfg, step, logger)
+        kwargs = self.config.data.get("apply_chat_template_kwargs", None)
+        prompts = [summary_prompt_ids(self.tokenizer, group, cfg, kwargs) for group in groups]
+        outputs = self._generate_all(prompts, summary_sampling_params(cfg), cfg.timeout_s)
+        return summary_skills(self.tokenizer, groups, outputs, sum(len(ids) for ids in prompts), cfg, step, logger)
+
+    def _streamed_summaries(self, step: int):
+        """The summaries the reward workers started during the wave (``arise.summary.stream``):
+        wait for those still running (at most ``timeout_s``), then close the batch's stream."""
+        cfg = self.arise.summary
+        deadline = time.perf_counter() + cfg.timeout_s
+        delivered: list[dict[str, Any]] = []
+        waited = time.perf_counter()
+        while True:
+            claimed, new = ray.get(self.skill_pool.stream_collect.remote())
+            delivered += new
+            if len(delivered) >= claimed or time.perf_counter() > deadline:
+                break
+            time.sleep(0.01)
+        ray.get(self.skill_pool.stream_end.remote())
+        self._step_state["summary_wait_s"] += time.perf_counter() - waited
+        self._step_state["summary_streamed"] += len(delivered)
+        groups = [r["group"] for r in delivered]
+        outputs = [
+            r["token_ids"] if r.get("token_ids") is not None else RuntimeError(r.get("error")) for r in delivered
+        ]
+        missing = claimed - len(delivered)  # still running at the deadline: failed, as without streaming
+        if missing > 0:
+            logger.warning(f"ARISE: {missing} streamed summary rollout(s) not back after {cfg.timeout_s}s")
+        new_skills, stats = summary_skills(
+            self.tokenizer, groups, outputs, sum(int(r.get("prompt_tokens", 0)) for r in delivered), cfg, step, logger
+        )
+        stats["attempts"] += max(0, missing)
+        stats["failed"] += max(0, missing)
+        return new_skills, stats
+
+    def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> dict[str, float]:
+        """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` correct
+        *unaided* traces of this step (one per query group, its best): prompt log-probs of each
+        trace with and without the skill, on the rollout engine. Unaided traces only: a trace
+        generated under one skill is likelier under that skill's context than under any other's,
+        which would favour the skill that wrote it. The skill goes where the agent loop injects it
+        (:meth:`_ig_context`). Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only."""
+        cfg = self.arise.ig
+        rng = np.random.default_rng([self.arise.seed, step, 7])
+        traces = []
+        for i in rng.permutation(len(groups)):
+            ids = _unaided_trace(groups[i])
+            if ids:
+                traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens]))
+            if len(traces) >= cfg.max_traces:
+                break
+        cache = list(self.library.cache)
+        if not traces or not cache:
+            return {}
+        prompts, spans = [], []
+        for skill in [None, *cache]:
+            for messages, ids in traces:
+                context = self._ig_context(messages, None if skill is None else skill.doc)
+                prompts.append(context + ids)
+                spans.append((len(context), len(context) + len(ids)))
+        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+        outputs = self._generate_all(prompts, params, self.arise.selection.scoring_timeout_s)
+        sums = []
+        for output, (lo, hi) in zip(outputs, spans, strict=True):
+            if isinstance(output, BaseException):
+                logger.warning(f"ARISE exact IG: a request failed ({output!r}); skipped this time")
+                return {}
+            lp = output.extra_fields.get("prompt_logprobs")
+            sums.append(float(sum(lp[j - 1][0] for j in range(lo, hi))))
+        n = len(traces)
+        ig = exact_information_gain([sums[(k + 1) * n : (k + 2) * n] for k in range(len(cache))], sums[:n])
+        out = {}
+        for entry, value in zip(cache, ig, strict=True):
+            entry.ig_exact, entry.ig_step = value, step
+            out[entry.skill_id] = value
+        return out
+
+    def _ig_context(self, messages, doc) -> list[int]:
+        """The token context a trace follows, with the skill where the agent loop puts it: in the
+        user turn (``SKILL:{json}`` line before the question), or with ``train_manager`` at the start
+        of the assistant turn (chat(query) + ``SKILL:`` + the scored skill tokens + ``\\n``)."""
+        sel = self.arise.selection
+        if doc is None:
+            return self._chat_ids(messages)
+        if not sel.train_manager:
+            return self._chat_ids(inject_skill(messages, doc))
+        kwargs = self.config.data.get("apply_chat_template_kwargs", None) or {}
+        prefix = scoring_prefix_ids(self.tokenizer, messages, scoring_suffix(True), **kwargs)
+        skill_ids = truncate_skill_for_scoring(doc.to_json(), self.tokenizer, sel.max_skill_tokens)
+        return prefix + skill_ids + list(self.tokenizer.encode("\n", add_special_tokens=False))
+
+
+def _unaided_trace(group: dict[str, Any]) -> list[int] | None:
+    """The token ids of a query group's best correct unaided trace, or None."""
+    unaided = group.get("unaided")
+    if unaided is None:  # a group built without that list: its unaided tau+ traces
+        unaided = [t for t in group.get("traces", []) if not t.get("skill_id")]
+    return list(unaided[0]["ids"]) if unaided else None
+
+
+def _last_user_turn(messages) -> str:
+    for message in reversed(list(messages or [])):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content", ""))
+    return ""
