@@ -19,6 +19,8 @@ import random
 import time
 from pathlib import Path
 
+from recipe.arise.cpu.asset_cache import build_cached, cache_root
+
 INSTRUCTION = "Put the final answer within \\boxed{}."
 # Qwen2/Qwen3 pre-tokenizer split (digits one by one), as transformers' Qwen2Tokenizer applies it
 QWEN_SPLIT = (
@@ -266,11 +268,13 @@ def _encode(tokenizer, examples):
     return encoded
 
 
-def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
+def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3, encode=None) -> float:
     """Plain supervised warm start; ``stages`` is a list of (examples, steps, batch_size).
 
     Examples are (user prompt, assistant answer) pairs, loss on the answer only. Stages are
     interleaved step by step so batches of short and long examples are not padded together.
+    ``encode(tokenizer, examples)`` -> [(prompt ids, target ids)] replaces the chat encoding
+    (the learning-effect world adds a scoring-context stage, recipe/arise/cpu/world.py).
     """
     import torch
 
@@ -279,7 +283,7 @@ def warm_start(model, tokenizer, stages, seed: int, lr: float = 3e-3) -> float:
     for index, (examples, steps, batch_size) in enumerate(stages):
         schedule += [(index, batch_size)] * steps
     rng.shuffle(schedule)
-    encoded = [_encode(tokenizer, examples) for examples, _, _ in stages]
+    encoded = [(encode or _encode)(tokenizer, examples) for examples, _, _ in stages]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     loss = torch.zeros(())
@@ -437,31 +441,15 @@ def assets_key() -> str:
     return h.hexdigest()[:16]
 
 
-def cached_assets(cache_root: str | os.PathLike | None = None) -> Path:
+def cached_assets(root: str | os.PathLike | None = None) -> Path:
     """The default assets in a content-keyed cache (``$ARISE_CACHE`` or ``~/.cache/arise``), built
-    on first use: built in a temp folder and renamed, so a half-built folder is never reused."""
-    import shutil
-    import tempfile
+    on first use."""
 
-    root = Path(cache_root or os.environ.get("ARISE_CACHE") or Path.home() / ".cache" / "arise")
-    target = root / f"tiny-{ASSETS_FAMILY}-{assets_key()}"
-    if (target / "tiny_assets.json").is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
-    try:
-        info = build_tiny_assets(tmp)
-        info = {k: str(v).replace(str(tmp), str(target)) for k, v in info.items()}
-        (tmp / "tiny_assets.json").write_text(json.dumps(info, indent=2))
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process finished first: use its copy
-            if not (target / "tiny_assets.json").is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    def build(folder: Path) -> None:
+        info = {k: str(v) for k, v in build_tiny_assets(folder).items()}
+        (folder / "tiny_assets.json").write_text(json.dumps(info, indent=2))
+
+    return build_cached(cache_root(root) / f"tiny-{ASSETS_FAMILY}-{assets_key()}", build)
 
 
 def main(argv=None):

@@ -1,0 +1,262 @@
+"""Does ARISE learn faster or end higher than GRPO where skills can transfer? (docs/learning_effect.md)
+
+The transfer world (recipe/arise/cpu/world.py): families of queries, each family with a hidden
+constant added to a small sum; a correct trace states it, so a skill summarised from one solved
+query can carry it to the family's other queries. Every run goes through the real verl trainer
+(run_scripts/cpu_smoke_arise.sh, one launch per run, the flock /tmp/arise_e2e.lock held per launch)
+on the world's warm-started tiny Qwen3, the same budget, data, grader, dynamic sampling and seeds
+for every arm:
+
+    arise             defaults
+    grpo              arise.enable=false (the same trainer, agent loop and reward path)
+    no_summary        arise.summary.enable=false   (ablation c: the library holds the seeds only)
+    random_selection  arise.selection.random=true  (ablation b)
+    binary_reward     arise.reward.binary=true     (ablation a)
+    arise_seeds_ordinary  arise.library.seed_trial_uses=0 (on request: seeds not kept until used 8 times)
+
+Accuracy is verl's validation on the held-out queries of every family (5 per family), sampled at
+the training temperature (``val_kwargs``: n=4, temperature 1), before training and every
+``--eval-every`` steps; for the ARISE arms validation runs with the library (epsilon = 0, the gate),
+for GRPO without one: the way each method is deployed (docs/learning_effect.md, "Evaluation").
+
+    python bench/bench_learning_effect.py --quick        # 1 seed, arise + grpo, a few steps (smoke)
+    python bench/bench_learning_effect.py                # 3 seeds of arise and grpo, 1 of each ablation
+
+A launch costs ~6-7 min on 2 cores (start-up ~4-5 min, 24 steps of 5-10 s), so the default bench
+(9 launches) takes about an hour on a quiet machine; --quick about 13 min.
+
+It prints a table (final accuracy, steps to the threshold, mean ± sd over seeds), writes the curves
+to ``<out>/learning_effect.png`` and ``<out>/results.json``, and ends with the line
+``ARISE - GRPO final accuracy: X ± Y over N seeds`` (paired by seed, ± the sd of the differences).
+A finished run's metrics are reused when the bench is started again with the same ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LOCK = "/tmp/arise_e2e.lock"
+ARMS = {
+    "arise": ("true", []),
+    "grpo": ("false", []),
+    "no_summary": ("true", ["arise.summary.enable=false"]),
+    "random_selection": ("true", ["arise.selection.random=true"]),
+    "binary_reward": ("true", ["arise.reward.binary=true"]),
+    # not an ablation: the seed skills as ordinary library entries (docs/learning_effect.md, results)
+    "arise_seeds_ordinary": ("true", ["arise.library.seed_trial_uses=0"]),
+}
+ABLATIONS = ("no_summary", "random_selection", "binary_reward")
+
+
+def world_assets(families: int, sft_steps: int) -> Path:
+    from recipe.arise.cpu.world import cached_world
+
+    return cached_world(n_families=families, sft_steps=sft_steps)
+
+
+def launch(arm: str, seed: int, out: Path, assets: Path, args) -> Path:
+    """One training run under the e2e lock; returns its metrics file (reused if already complete)."""
+    metrics = out / "metrics.jsonl"
+    if metrics.is_file() and args.steps in read_curve(metrics)[1]:
+        print(f"[bench] {arm} seed {seed}: reusing {metrics}", flush=True)
+        return metrics
+    enable, overrides = ARMS[arm]
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "OUT_DIR": str(out),
+        "TINY_DIR": str(assets),
+        "ARISE": enable,
+        "STEPS": str(args.steps),
+        "PHASE1_STEPS": str(args.phase1_steps),
+        "SAVE_FREQ": str(args.steps),
+        "BATCH": str(args.batch),
+        "GROUP": str(args.group),
+        "LR": str(args.lr),
+    }
+    cmd = [
+        "flock",
+        LOCK,
+        "bash",
+        str(REPO / "run_scripts" / "cpu_smoke_arise.sh"),
+        f"arise.seed={seed}",
+        f"data.seed={seed}",
+        f"trainer.test_freq={args.eval_every}",
+        "trainer.val_before_train=True",
+        f"actor_rollout_ref.rollout.val_kwargs.n={args.eval_n}",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        "actor_rollout_ref.rollout.val_kwargs.top_p=1.0",
+        "trainer.resume_mode=disable",
+        *overrides,
+    ]
+    started = time.time()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    (out / "bench_console.log").write_text(proc.stdout + proc.stderr)
+    # cpu_smoke_arise.sh exits 1 when the tiny verdict says FAIL (e.g. no skill used without
+    # summaries); the run itself is complete when its last step's validation is in the metrics
+    if not metrics.is_file() or args.steps not in read_curve(metrics)[1]:
+        raise SystemExit(f"{arm} seed {seed} failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+    print(f"[bench] {arm} seed {seed}: {time.time() - started:.0f} s (exit {proc.returncode})", flush=True)
+    return metrics
+
+
+def read_curve(path: Path) -> tuple[list[int], dict[int, float], dict[int, dict]]:
+    """(eval steps, step -> held-out accuracy (mean over families), step -> the step's metrics)."""
+    curve, rows = {}, {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        step, data = int(rec["step"]), rec["data"]
+        rows.setdefault(step, {}).update(data)
+        accs = [v for k, v in data.items() if k.startswith("val-core/transfer_") and "/acc/mean@" in k]
+        if accs:
+            curve[step] = sum(accs) / len(accs)
+    return sorted(curve), curve, rows
+
+
+def final_skill_use(path: Path, step: int) -> float | None:
+    """Mean over families of the held-out skill-use rate at ``step`` (None without the ARISE agent loop's key)."""
+    data = read_curve(path)[2].get(step, {})
+    uses = [v for k, v in data.items() if k.startswith("val-aux/transfer_") and "/skill_used/mean@" in k]
+    return sum(uses) / len(uses) if uses else None
+
+
+def steps_to(curve: dict[int, float], threshold: float) -> int | None:
+    return next((s for s in sorted(curve) if curve[s] >= threshold), None)
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def plot(curves: dict[str, list[dict[int, float]]], path: Path, threshold: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for arm, runs in curves.items():
+        steps = sorted(set.intersection(*(set(c) for c in runs)))
+        means = [statistics.fmean(c[s] for c in runs) for s in steps]
+        line = ax.plot(steps, means, marker="o", ms=3, label=f"{arm} (n={len(runs)})")[0]
+        if len(runs) > 1:
+            lo = [min(c[s] for c in runs) for s in steps]
+            hi = [max(c[s] for c in runs) for s in steps]
+            ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15)
+    ax.axhline(threshold, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out accuracy (all families)")
+    ax.set_ylim(0, 1)
+    ax.set_title("Transfer world: ARISE vs GRPO (band: min-max over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 seed, arise and grpo, 4 steps: a smoke check")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arms", nargs="+", default=None, help=f"default: arise grpo {' '.join(ABLATIONS)}")
+    parser.add_argument(
+        "--ablation-seeds",
+        type=int,
+        default=1,
+        help="seeds per ablation (the first N of --seeds; run after arise and grpo)",
+    )
+    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--phase1-steps", type=int, default=2)
+    parser.add_argument("--eval-every", type=int, default=4)
+    parser.add_argument("--eval-n", type=int, default=4, help="samples per held-out query")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--families", type=int, default=6)
+    parser.add_argument("--sft-steps", type=int, default=600, help="the world's warm start (cached by content)")
+    parser.add_argument("--assets", default=None, help="a world built by `python -m recipe.arise.cpu.world DIR`")
+    parser.add_argument("--threshold", type=float, default=0.6, help="accuracy for 'steps to threshold'")
+    parser.add_argument("--out", default="outputs/bench_learning_effect")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.steps, args.eval_every = args.seeds[:1], 4, 2
+        args.arms = args.arms or ["arise", "grpo"]
+    arms = args.arms or ["arise", "grpo", *ABLATIONS]
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    started = time.time()
+    assets = Path(args.assets).resolve() if args.assets else world_assets(args.families, args.sft_steps)
+    families = json.loads((assets / "world.json").read_text())["families"]
+    print(f"[bench] world {assets}: families {families}", flush=True)
+    curves: dict[str, list[dict[int, float]]] = {}
+    finals: dict[str, dict[int, float]] = {}
+    metrics_paths: dict[str, list[Path]] = {}
+    # seeds outermost, arms alternating (load drift on the shared machine hits every arm); ARISE and
+    # GRPO over all seeds first, the ablations after, so that a cut-short bench still answers the
+    # main question
+    main_arms = [a for a in arms if a not in ABLATIONS]
+    plan = [(seed, arm) for seed in args.seeds for arm in main_arms]
+    plan += [(seed, arm) for seed in args.seeds[: args.ablation_seeds] for arm in arms if arm in ABLATIONS]
+    for seed, arm in plan:
+        metrics = launch(arm, seed, out / f"{arm}_seed{seed}", assets, args)
+        _, curve, _ = read_curve(metrics)
+        curves.setdefault(arm, []).append(curve)
+        metrics_paths.setdefault(arm, []).append(metrics)
+        finals.setdefault(arm, {})[seed] = curve[args.steps]
+
+    lines = [
+        f"Held-out accuracy (mean over {len(families)} families, {args.eval_n} samples per query, temperature 1), "
+        f"{args.steps} steps, batch {args.batch} x G={args.group}, lr {args.lr}; mean ± sd over seeds",
+        "",
+        f"| arm | seeds | step 0 | final | steps to {args.threshold:.2f} | best |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, runs in curves.items():
+        start = mean_sd([c[0] for c in runs if 0 in c] or [float("nan")])
+        final = mean_sd([c[args.steps] for c in runs])
+        reached = [steps_to(c, args.threshold) for c in runs]
+        hit = [s for s in reached if s is not None]
+        reach = f"{statistics.fmean(hit):.1f} ({len(hit)}/{len(runs)} reached)" if hit else f"— (0/{len(runs)})"
+        best = mean_sd([max(c.values()) for c in runs])
+        lines.append(
+            f"| {arm} | {len(runs)} | {start[0]:.3f} ± {start[1]:.3f} | {final[0]:.3f} ± {final[1]:.3f} "
+            f"| {reach} | {best[0]:.3f} ± {best[1]:.3f} |"
+        )
+    lines += ["", "Held-out skill use at the last evaluation (share of samples with an injected skill):", ""]
+    for arm, paths in metrics_paths.items():
+        uses = [final_skill_use(p, args.steps) for p in paths]
+        lines.append(f"  {arm:17s} " + ", ".join("—" if u is None else f"{u:.2f}" for u in uses))
+    lines += ["", "Curves (mean over seeds):", ""]
+    for arm, runs in curves.items():
+        steps = sorted(set.intersection(*(set(c) for c in runs)))
+        lines.append(f"  {arm:17s} " + "  ".join(f"{s}:{statistics.fmean(c[s] for c in runs):.2f}" for s in steps))
+    png = out / "learning_effect.png"
+    plot(curves, png, args.threshold)
+    paired = [finals["arise"][s] - finals["grpo"][s] for s in finals.get("arise", {}) if s in finals.get("grpo", {})]
+    (out / "results.json").write_text(
+        json.dumps({"args": vars(args), "families": families, "curves": curves, "paired_final_diff": paired}, indent=1)
+    )
+    print("\n".join(lines))
+    print(
+        f"\nplot: {png}\nruns: {out} (ARISE library: python -m recipe.arise.tools.inspect_run "
+        f"{out}/arise_seed{args.seeds[0]}/checkpoints)\nbench time: {time.time() - started:.0f} s"
+    )
+    if paired:
+        diff, sd = mean_sd(paired)
+        print(f"ARISE - GRPO final accuracy: {diff:+.3f} ± {sd:.3f} over {len(paired)} seeds")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
