@@ -576,3 +576,39 @@ def test_step_runs_the_five_operations_in_the_papers_order(monkeypatch):
     lib = lit(seeds=[doc(0)])
     lib.step([("s000001", 2.0)], [doc(1)], 1)
     assert calls == ["_op_update", "_op_add", "_op_evict", "_op_load", "_op_delete", "_drop_overflow"]
+
+
+# ------------------------------------------------------------- the seeds' trial ends
+
+
+def _crowded(seed_trial_steps):
+    """C_c 2: one seed nobody uses, then a new skill a step that is used and rewarded."""
+    lib = SkillLibrary(
+        2, 10, 0.9, [doc(0)], new_skill_policy="literal", seed_trial_uses=8,
+        seed_trial_steps=seed_trial_steps, selection_start_step=5,
+    )  # fmt: skip
+    seed = lib.cache_ids()[0]
+    kept = []
+    for step in range(1, 12):
+        used = [(e.skill_id, 2.0) for e in lib.cache if e.skill_id != seed]
+        lib.step(used, [doc(step)], step)
+        kept.append(seed in lib.cache_ids())
+    return kept
+
+
+def test_an_unused_seed_leaves_the_cache_once_its_trial_steps_are_over():
+    # protected through step 5 + 3 - 1 = 7 (steps 1-4 are Phase I), evicted at step 8 by a used skill
+    assert _crowded(3) == [True] * 7 + [False] * 4
+
+
+def test_without_a_step_limit_an_unused_seed_holds_its_slot_for_ever():
+    assert _crowded(None) == [True] * 11
+
+
+def test_the_seeds_step_limit_is_a_setting_that_round_trips(tmp_path):
+    lib = SkillLibrary(seed_skills=load_seed_skills(), seed_trial_steps=20, selection_start_step=501)
+    lib.save(tmp_path / "lib.parquet")
+    back = SkillLibrary.load(tmp_path / "lib.parquet")
+    assert (back.seed_trial_steps, back.selection_start_step) == (20, 501)
+    with pytest.raises(ValueError, match="seed_trial_steps"):
+        SkillLibrary(seed_trial_steps=-1)

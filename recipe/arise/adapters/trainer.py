@@ -151,6 +151,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             "trial_steps": lib_cfg.trial_steps,
             "max_protected": None,
             "seed_trial_uses": lib_cfg.seed_trial_uses,
+            "seed_trial_steps": lib_cfg.seed_trial_steps,
+            "selection_start_step": self.arise.phase1_steps + 1,
             "rank_by": lib_cfg.rank_by,
         }
 

@@ -131,6 +131,10 @@ class LibraryConfig:
     # seeds are kept (not evicted or deleted) until used this many times, so they reach Phase II;
     # 0 makes them ordinary entries (in Phase I, with every utility 0, they are flushed first)
     seed_trial_uses: int = 8
+    # ...and for at most this many Phase II steps: where the manager never picks a seed and
+    # epsilon reaches each cache skill rarely (small batches), use counts alone would keep the
+    # seeds in the cache for the whole run (docs/learning_effect.md); null = no step limit
+    seed_trial_steps: int | None = 20
     rank_by: str = "utility"  # what EVICT/LOAD rank by: "utility" (paper) | "uplift" (measured causal uplift)
 
     def __post_init__(self):
@@ -138,6 +142,8 @@ class LibraryConfig:
             raise ValueError(f"arise.library.rank_by must be 'utility' or 'uplift', got {self.rank_by!r}")
         if self.seed_trial_uses < 0:
             raise ValueError("arise.library.seed_trial_uses must be >= 0")
+        if self.seed_trial_steps is not None and self.seed_trial_steps < 0:
+            raise ValueError("arise.library.seed_trial_steps must be >= 0 or null")
 
 
 @dataclass

@@ -44,6 +44,8 @@ SETTINGS = (
     "delete_percentile",
     "success_threshold",
     "seed_trial_uses",
+    "seed_trial_steps",
+    "selection_start_step",
     "rank_by",
 )
 
@@ -78,6 +80,8 @@ class SkillLibrary:
         delete_percentile: float = 10.0,
         success_threshold: float = 0.0,
         seed_trial_uses: int = 0,
+        seed_trial_steps: int | None = None,
+        selection_start_step: int = 0,
         rank_by: str = "utility",
     ) -> None:
         given = locals()  # the keyword arguments above are exactly SETTINGS
@@ -108,20 +112,17 @@ class SkillLibrary:
         """Validate and set every one of :data:`SETTINGS` (``max_protected`` None = C_c // 2)."""
         cache_capacity, reservoir_capacity = cfg["cache_capacity"], cfg["reservoir_capacity"]
         ema_beta, new_skill_policy, rank_by = cfg["ema_beta"], cfg["new_skill_policy"], cfg["rank_by"]
-        if int(cache_capacity) < 1:
-            raise ValueError("cache_capacity must be >= 1")
-        if int(reservoir_capacity) < 0:
-            raise ValueError("reservoir_capacity must be >= 0")
+        if int(cache_capacity) < 1 or int(reservoir_capacity) < 0:
+            raise ValueError("cache_capacity must be >= 1 and reservoir_capacity >= 0")
         if not (0.0 <= float(ema_beta) <= 1.0):
             raise ValueError("ema_beta must be in [0, 1]")
         if new_skill_policy not in NEW_SKILL_POLICIES:
             raise ValueError(f"new_skill_policy must be one of {NEW_SKILL_POLICIES}, got {new_skill_policy!r}")
-        if int(cfg["trial_uses"]) < 0 or int(cfg["trial_steps"]) < 0:
-            raise ValueError("trial_uses and trial_steps must be >= 0")
         if not (0.0 <= float(cfg["delete_percentile"]) <= 100.0):
             raise ValueError("delete_percentile must be in [0, 100]")
-        if int(cfg["seed_trial_uses"]) < 0:
-            raise ValueError("seed_trial_uses must be >= 0")
+        counts = ("trial_uses", "trial_steps", "seed_trial_uses", "seed_trial_steps")
+        if any(cfg[k] is not None and int(cfg[k]) < 0 for k in counts):
+            raise ValueError(f"{', '.join(counts)} must be >= 0")
         if rank_by not in RANK_BY:
             raise ValueError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
         self.cache_capacity = int(cache_capacity)
@@ -138,9 +139,12 @@ class SkillLibrary:
         )
         self.delete_percentile = float(cfg["delete_percentile"])
         self.success_threshold = float(cfg["success_threshold"])
-        # seeds stay (no EVICT, LOAD-demotion, DELETE or overflow) until used this many times,
-        # so they reach Phase II and get tried there (docs/design.md: seeds reach Phase II)
+        # seeds stay (no EVICT, LOAD-demotion, DELETE or overflow) until used this many times, or
+        # seed_trial_steps steps after selection starts, so they reach Phase II and get tried there
         self.seed_trial_uses = int(cfg["seed_trial_uses"])
+        steps = cfg["seed_trial_steps"]
+        self.seed_trial_steps = None if steps is None else int(steps)
+        self.selection_start_step = int(cfg["selection_start_step"])
         self.rank_by = rank_by
 
     def settings(self) -> dict[str, Any]:
@@ -184,7 +188,6 @@ class SkillLibrary:
         self._pending["overflow"] += ev.overflow
         return ev
 
-    # ------------------------------------------------------------------ access
     def __len__(self) -> int:
         return len(self.cache) + len(self.reservoir)
 
@@ -210,7 +213,6 @@ class SkillLibrary:
     def cache_ids(self) -> list[str]:
         return [e.skill_id for e in self.cache]
 
-    # ------------------------------------------------------------ statistics
     @property
     def global_mean_reward(self) -> float | None:
         return self.global_reward_sum / self.global_count if self.global_count else None
@@ -258,7 +260,10 @@ class SkillLibrary:
         )
 
     def _seed_on_trial(self, e: SkillEntry) -> bool:
-        return e.origin == "seed" and e.usage_count < self.seed_trial_uses
+        if e.origin != "seed" or e.usage_count >= self.seed_trial_uses:
+            return False
+        limit = self.seed_trial_steps
+        return limit is None or self.last_step is None or self.last_step < self.selection_start_step + limit
 
     def _protected_ids(self, step: int) -> set[str]:
         seeds = {e.skill_id for e in self.cache if self._seed_on_trial(e)}
@@ -452,7 +457,6 @@ class SkillLibrary:
                 keep.append(e)
         self.reservoir[:] = keep
 
-    # ------------------------------------------------------------ persistence
     def _config(self) -> dict[str, Any]:
         return library_config(self)
 

@@ -40,12 +40,13 @@ __all__ = [
 
 # 2: provenance (origin, source step/uid/query/rewards), causal-uplift counts and the exact IG.
 # 3: the stratified uplift sums (uplift_groups, uplift_weight, uplift_wdiff, uplift_wvar).
+# 4: the seeds' step limit in the settings (seed_trial_steps, selection_start_step).
 # Version-1 and -2 files still load: the missing fields start empty. A version-2 file's pooled
 # uplift counts are kept as counts, but its uplift restarts unmeasured: pooled counts cannot be
 # split back into query groups, and their pooled difference is the confounded number version 3
 # replaces (docs/design_core.md: causal uplift).
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 _META_KEY = b"arise_skill_library"
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def _arrow_schema():
 
 
 # format version -> how many of the first columns of _arrow_schema() its files hold
-_COLUMNS_OF_VERSION = {1: 14, 2: 25, 3: 29}
+_COLUMNS_OF_VERSION = {1: 14, 2: 25, 3: 29, 4: 29}
 
 
 # ------------------------------------------------------------------ library <-> records
