@@ -52,7 +52,8 @@ def layer_violations(path: Path) -> list[str]:
         top = name.split(".")[0]
         if layer == "core" and top in FRAMEWORKS:
             bad.append(f"{name} (the core is framework free)")
-        for other, allowed_from in (("adapters", {"adapters", "tools"}), ("tools", {"tools"}), ("cpu", {"adapters", "tools"})):
+        rules = (("adapters", {"adapters", "tools"}), ("tools", {"tools"}), ("cpu", {"adapters", "tools"}))
+        for other, allowed_from in rules:
             if name.startswith(f"recipe.arise.{other}") and layer in {"core", "adapters", "tools"} - allowed_from:
                 bad.append(f"{name} ({layer} must not import {other})")
     return bad
