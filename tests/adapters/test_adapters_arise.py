@@ -329,9 +329,9 @@ def test_prefix_cache_scoring_only_on_vllm_with_its_prefix_cache(name, enabled):
 
 
 def test_pool_publishes_the_cache_utilities_beside_the_cache():
-    from recipe.arise.adapters.library_replica import SkillPool
+    from recipe.arise.adapters.library_replica import LibraryReplica
 
-    pool = SkillPool()
+    pool = LibraryReplica()
     assert pool.snapshot()["utilities"] is None
     pool.publish(2, CACHE, [0.5, 0, 1, 2, 3])
     assert pool.snapshot()["utilities"] == [0.5, 0.0, 1.0, 2.0, 3.0] and pool.snapshot()["version"] == 2
@@ -428,7 +428,7 @@ def test_library_maintenance_runs_once_per_global_step():
     # and _arise_maintain itself refuses a second run in the same global step
     ran = []
     trainer2 = SimpleNamespace(global_steps=3, _maintained_step=3, _step_state=None)
-    trainer2.skill_pool = SimpleNamespace(drain=SimpleNamespace(remote=lambda: ran.append(1)))
+    trainer2.library_replica = SimpleNamespace(drain=SimpleNamespace(remote=lambda: ran.append(1)))
     ARISETrainer._arise_maintain(trainer2)
     assert ran == []
 
@@ -462,7 +462,7 @@ def streamed_trainer(monkeypatch, pool, timeout_s=600.0):
     monkeypatch.setattr(upload_module, "ray", SimpleNamespace(get=lambda ref: ref))
     cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first", "timeout_s": timeout_s}})
     trainer = make_trainer(cfg)
-    trainer.skill_pool, trainer._step_state = pool, _new_step_state()
+    trainer.library_replica, trainer._step_state = pool, _new_step_state()
     return trainer
 
 

@@ -30,7 +30,7 @@ def run(monkeypatch, cfg, fields, truth="3"):
     from verl import DataProto
 
     pool = FakePool()
-    monkeypatch.setattr(reward_manager_module, "get_pool", lambda: pool)
+    monkeypatch.setattr(reward_manager_module, "get_replica", lambda: pool)
     data = DataProto.from_dict(
         tensors={"responses": torch.tensor([[5, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 1]])},
         non_tensors={"reward_model": [{"ground_truth": truth}], "tool_extra_fields": [fields]},
@@ -122,7 +122,7 @@ def run_group(monkeypatch, server, skill_in_response=False):
 
     cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first"}})
     pool = StreamPool(server)
-    monkeypatch.setattr(reward_manager_module, "get_pool", lambda: pool)
+    monkeypatch.setattr(reward_manager_module, "get_replica", lambda: pool)
     manager = object.__new__(ARISERewardManager)
     manager.arise, manager.tokenizer = cfg, CharTokenizer()
     manager.config = SimpleNamespace(data={"apply_chat_template_kwargs": {}})

@@ -143,7 +143,7 @@ def make_loop(tiny, arise: dict, response_length=256, n=4):
 
 
 def run_sessions(loop, monkeypatch, sessions, uid, logprobs=True):
-    monkeypatch.setattr(agent_loop_module, "get_pool", lambda: Pool(CACHE))
+    monkeypatch.setattr(agent_loop_module, "get_replica", lambda: Pool(CACHE))
 
     async def go():
         loop.loop = asyncio.get_running_loop()
@@ -265,7 +265,7 @@ def test_the_grader_grades_the_solution_not_the_leading_skill(tiny, monkeypatch)
 
     tok = tiny.tokenizer
     trap = SKILLS[2].to_json()
-    monkeypatch.setattr(reward_manager_module, "get_pool", lambda: None)
+    monkeypatch.setattr(reward_manager_module, "get_replica", lambda: None)
 
     def reward(solution_text, truth):
         response = (

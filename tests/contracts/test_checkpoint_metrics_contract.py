@@ -4,7 +4,7 @@ stack's source (conftest.py: ``[cpu]`` / ``[gpu]``) (recipe/arise/adapters: ``AR
 or last; their signatures: test_trainer_overrides_contract.py):
 
 - ``_load_checkpoint`` runs once, as the last step of the trainer's set-up (the Ray workers and
-  replicas exist, so the override can start the SkillPool actor), never from ``fit``; it leaves
+  replicas exist, so the override can start the LibraryReplica actor), never from ``fit``; it leaves
   ``self.global_steps`` at the resumed step, 0 without one, and the step's folder is
   ``<default_local_dir>/global_step_<global_steps>`` (relative roots taken from the working
   directory), or ``resume_from_path`` (the override recomputes it to find ``arise/library.parquet``);

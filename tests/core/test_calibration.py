@@ -304,7 +304,7 @@ def test_the_agent_loop_uses_the_published_sigma():
     from types import SimpleNamespace
 
     from recipe.arise.adapters.agent_loop import ARISEAgentLoop, TrajectoryInfo
-    from recipe.arise.adapters.library_replica import SkillPool
+    from recipe.arise.adapters.library_replica import LibraryReplica
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.skill import load_seed_skills
 
@@ -331,7 +331,7 @@ def test_the_agent_loop_uses_the_published_sigma():
     for name in ("_select", "_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
         setattr(loop, name, getattr(ARISEAgentLoop, name).__get__(loop))
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "control_share": 0.0, "max_skill_tokens": 1000}})
-    pool = SkillPool()
+    pool = LibraryReplica()
 
     def gate_passed(sigma, uid):
         pool.publish(uid, cache, sigma=sigma)

@@ -1,7 +1,7 @@
 """``arise_agent``: verl's single-turn agent loop plus the ARISE manager's Download channel.
 
 Per query group (once, shared by the group's trajectories through a per-worker future): read the
-cache from the skill pool and score every cache skill with the policy on the rollout engine
+cache from the library replica and score every cache skill with the policy on the rollout engine
 (``arise.selection.score_top_m`` = M > 0: only the M skills of highest library utility).
 Per trajectory: the control arm (``arise.selection.control_share`` of each Phase II training
 group goes unaided), then the epsilon draw and the confidence gate (Eq. 3), then ``SKILL:{json}``
@@ -34,7 +34,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.utils.profiler import simple_timer
 
-from recipe.arise.adapters.library_replica import get_pool
+from recipe.arise.adapters.library_replica import get_replica
 from recipe.arise.adapters.scoring_requests import (
     SCORING_PARAMS,
     common_prefix_len,
@@ -98,11 +98,11 @@ def query_key(messages) -> str:
 class ARISEAgentLoop(SingleTurnAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         cfg = arise_config(self.config)
-        pool = get_pool() if cfg.enable else None
-        if pool is None:
+        replica = get_replica() if cfg.enable else None
+        if replica is None:
             return await super().run(sampling_params, **kwargs)
 
-        snapshot = await pool.snapshot.remote()
+        snapshot = await replica.snapshot.remote()
         validate = snapshot["mode"] == "val"
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
@@ -165,7 +165,7 @@ class ARISEAgentLoop(SingleTurnAgentLoop):
         if sel.score_top_m and utilities is None:
             _warn_once(
                 "utilities",
-                "arise.selection.score_top_m is set but the skill pool publishes no utilities: "
+                "arise.selection.score_top_m is set but the library replica publishes no utilities: "
                 "the first M cache skills are scored",
             )
         candidates = top_m_candidates(len(cache), sel.score_top_m, utilities)

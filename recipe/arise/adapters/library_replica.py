@@ -2,7 +2,7 @@
 
 The trainer owns the authoritative :class:`~recipe.arise.core.library.SkillLibrary` (it is saved in
 checkpoints and maintained once per step on the driver). After each maintenance it publishes the
-cache here; agent-loop workers on any node read it with ``ray.get_actor(POOL_NAME)``. Reward
+cache here; agent-loop workers on any node read it with ``ray.get_actor(REPLICA_NAME)``. Reward
 workers post one observation per training trajectory, so UPDATE also sees the groups that
 dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
 :class:`~recipe.arise.core.stream.SummaryStream` through which a group's summary rollout starts as
@@ -15,10 +15,10 @@ from typing import Any
 
 from recipe.arise.core.stream import SummaryStream
 
-POOL_NAME = "arise_skill_pool"
+REPLICA_NAME = "arise_library_replica"
 
 
-class SkillPool:
+class LibraryReplica:
     def __init__(self):
         # sigma: the selection temperature the trainer calibrated (arise.selection.temperature: auto;
         # None until it publishes one, and the configured number otherwise)
@@ -34,7 +34,7 @@ class SkillPool:
         utilities: list[float] | None = None,
         sigma: float | None = None,
     ) -> int:
-        """cache: (skill_id, skill JSON text) pairs of the active pool, in cache order; utilities:
+        """cache: (skill_id, skill JSON text) pairs of the cache, in cache order; utilities:
         each cache skill's library utility u_k, in the same order (``arise.selection.score_top_m``
         ranks by it; None: not published, top-M then takes the first M in cache order); sigma: the
         selection temperature to use with this cache (None: keep the one published before)."""
@@ -98,24 +98,24 @@ class SkillPool:
         return out
 
 
-def get_or_create_pool():
+def get_or_create_replica():
     import ray
 
-    actor_cls = ray.remote(num_cpus=0)(SkillPool)
-    return actor_cls.options(name=POOL_NAME, get_if_exists=True).remote()
+    actor_cls = ray.remote(num_cpus=0)(LibraryReplica)
+    return actor_cls.options(name=REPLICA_NAME, get_if_exists=True).remote()
 
 
 _POOL_HANDLE = None
 
 
-def get_pool():
-    """The pool actor, or None when no ARISE trainer created one (e.g. plain GRPO runs)."""
+def get_replica():
+    """The replica actor, or None when no ARISE trainer created one (e.g. plain GRPO runs)."""
     global _POOL_HANDLE
     if _POOL_HANDLE is None:
         import ray
 
         try:
-            _POOL_HANDLE = ray.get_actor(POOL_NAME)
+            _POOL_HANDLE = ray.get_actor(REPLICA_NAME)
         except ValueError:
             return None
     return _POOL_HANDLE

@@ -8,7 +8,7 @@ Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), 
 ``skill_used``, ``skill_scored`` (the cache was scored for its query) and ``max_p`` (the softmax's
 top probability the gate compared with delta; 0 when not scored) — at evaluation these tell a gate
 that rejects every query apart from a library that was never consulted. Every training trajectory
-is also posted to the skill pool, so the library's UPDATE sees it even when dynamic sampling later
+is also posted to the library replica, so the library's UPDATE sees it even when dynamic sampling later
 drops its group. With ``arise.summary.stream`` the trajectory's trace goes with it, and the one
 that completes a claimed group starts the group's summary rollout O_{G+1} here, in the background,
 while other groups are still generating (``recipe.arise.core.stream``).
@@ -24,7 +24,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from recipe.arise.adapters.agent_loop import arise_config
-from recipe.arise.adapters.library_replica import get_pool
+from recipe.arise.adapters.library_replica import get_replica
 from recipe.arise.core.grader import grade
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.summary import generate_summary, summary_prompt_ids
@@ -61,13 +61,13 @@ class ARISERewardManager(RewardManagerBase):
             bool(correct), bool(skill_id), reward_phase, skill_bonus=self.arise.reward.skill_bonus
         )
 
-        pool = get_pool() if self.arise.enable else None
-        if pool is not None and not info.validate:
+        replica = get_replica() if self.arise.enable else None
+        if replica is not None and not info.validate:
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)
-            # Awaited so the observation is in the pool before the trajectory reaches the trainer.
-            group = await pool.record.remote(
+            # Awaited so the observation is in the replica before the trajectory reaches the trainer.
+            group = await replica.record.remote(
                 {
                     "step": int(item.non_tensor_batch.get("global_steps", 0) or 0),
                     "uid": str(item.non_tensor_batch.get("uid", "")),
@@ -96,7 +96,7 @@ class ARISERewardManager(RewardManagerBase):
                 trace,
             )
             if group is not None:  # this trajectory completed a group claimed for a summary
-                task = asyncio.get_running_loop().create_task(self._stream_summary(pool, group))
+                task = asyncio.get_running_loop().create_task(self._stream_summary(replica, group))
                 self._summaries.add(task)
                 task.add_done_callback(self._summaries.discard)
         return {
@@ -125,16 +125,16 @@ class ARISERewardManager(RewardManagerBase):
             question = str(users[-1].get("content", "")) if users else ""
         return {"text": text, "question": question, "messages": messages}
 
-    async def _stream_summary(self, pool, group: dict) -> None:
-        """Generate a claimed group's summary on the rollout servers and deliver it to the pool;
+    async def _stream_summary(self, replica, group: dict) -> None:
+        """Generate a claimed group's summary on the rollout servers and deliver it to the replica;
         a failure is delivered too, so the trainer never waits for it past the wave."""
         cfg = self.arise.summary
         result = {"group": group, "token_ids": None, "error": None, "prompt_tokens": 0}
         try:
             if self._llm_client is None:
-                self._llm_client = await pool.llm_client.remote()
+                self._llm_client = await replica.llm_client.remote()
             if self._llm_client is None:
-                raise RuntimeError("the skill pool holds no rollout client (the ARISE trainer publishes it)")
+                raise RuntimeError("the library replica holds no rollout client (the ARISE trainer publishes it)")
             kwargs = self.config.data.get("apply_chat_template_kwargs", None)
             prompt_ids = summary_prompt_ids(self.tokenizer, group, cfg, kwargs)
             result["prompt_tokens"] = len(prompt_ids)
@@ -142,4 +142,4 @@ class ARISERewardManager(RewardManagerBase):
         except Exception as exc:  # delivered as a failed summary, as the trainer counts them
             logger.warning(f"ARISE streamed summary rollout failed: {exc!r}")
             result["error"] = repr(exc)
-        await pool.stream_deliver.remote(result)
+        await replica.stream_deliver.remote(result)

@@ -4,8 +4,8 @@ Registered as ``trainer.v1.trainer_mode=arise``. Nothing of ``fit()``/``step()``
 ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/design.md):
 
 - ``_load_checkpoint`` (called once by ``init``): build the library from the seed skills, or
-  restore it from ``global_step_N/arise/library.parquet``; publish the cache to the skill pool.
-- ``on_validate_begin`` / ``on_validate_end``: switch the pool to evaluation mode (epsilon=0).
+  restore it from ``global_step_N/arise/library.parquet``; publish the cache to the library replica.
+- ``on_validate_begin`` / ``on_validate_end``: switch the replica to evaluation mode (epsilon=0).
 - ``on_sample_end`` (after a sampled batch's rollouts and rewards, *before* the replicas sleep):
   Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
   step, groups chosen by ``arise.summary.choose``) on the same rollout servers, or, with
@@ -44,7 +44,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
-from recipe.arise.adapters.library_replica import get_or_create_pool
+from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.trainer_gate import GateMixin
 from recipe.arise.adapters.trainer_metrics import console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin
@@ -114,7 +114,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         self.arise = ARISEConfig.from_trainer_config(config)  # before the base builds the replay buffer
         super().__init__(config)
         self.library: SkillLibrary | None = None
-        self.skill_pool = None
+        self.library_replica = None
         self._arise_metrics: dict[str, float] = {}
         self._arise_version = 0
         self._step_state = _new_step_state()
@@ -233,7 +233,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             else:
                 self.library = self._new_library()
         self._restore_gate()
-        self.skill_pool = get_or_create_pool()
+        self.library_replica = get_or_create_replica()
         self._publish()
 
     def _save_checkpoint(self):
@@ -261,7 +261,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         self._arise_version += 1
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
-        ray.get(self.skill_pool.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
+        ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
 
     @property
     def arise_log_dir(self) -> str:
@@ -272,13 +272,13 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
     # ------------------------------------------------------------------ hooks
     def on_validate_begin(self):
         super().on_validate_begin()
-        if self.skill_pool is not None:
-            ray.get(self.skill_pool.set_mode.remote("val"))
+        if self.library_replica is not None:
+            ray.get(self.library_replica.set_mode.remote("val"))
 
     def on_validate_end(self):
         super().on_validate_end()
-        if self.skill_pool is not None:
-            ray.get(self.skill_pool.set_mode.remote("train"))
+        if self.library_replica is not None:
+            ray.get(self.library_replica.set_mode.remote("train"))
 
     def _batch_budget(self) -> int:
         """Summary rollouts this sampled batch may start: the step's budget spread over its batches."""
@@ -296,11 +296,11 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             # the reward workers claim groups for summary rollouts as their G rewards come in, and
             # generate them through the same client as the trainer's own summary rollouts
             if not self._client_published:
-                ray.get(self.skill_pool.set_llm_client.remote(self.get_llm_client()))
+                ray.get(self.library_replica.set_llm_client.remote(self.get_llm_client()))
                 self._client_published = True
             key = (self.global_steps, self.local_trigger_step, uuid4().hex)
             group_size = int(self.config.actor_rollout_ref.rollout.n)
-            ray.get(self.skill_pool.stream_begin.remote(key, self._batch_budget(), group_size))
+            ray.get(self.library_replica.stream_begin.remote(key, self._batch_budget(), group_size))
 
     def on_sample_end(self):
         if self.library is not None:
@@ -380,7 +380,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         phase = self.arise.phase(step)
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
-            observations = ray.get(self.skill_pool.drain.remote())
+            observations = ray.get(self.library_replica.drain.remote())
             sigma_used = self._gate.sigma
             self._calibrate_gate(observations)
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]

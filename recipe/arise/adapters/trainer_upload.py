@@ -32,7 +32,7 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 
 class UploadMixin:
-    """The trainer's summary rollouts and exact IG (``self.library``, ``self.skill_pool``, ``self.arise``)."""
+    """The trainer's summary rollouts and exact IG (``self.library``, ``self.library_replica``, ``self.arise``)."""
 
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
         """Each query group with tau+ non-empty: question, messages, success rate, and its tau+
@@ -137,12 +137,12 @@ class UploadMixin:
         delivered: list[dict[str, Any]] = []
         waited = time.perf_counter()
         while True:
-            claimed, new = ray.get(self.skill_pool.stream_collect.remote())
+            claimed, new = ray.get(self.library_replica.stream_collect.remote())
             delivered += new
             if len(delivered) >= claimed or time.perf_counter() > deadline:
                 break
             time.sleep(0.01)
-        ray.get(self.skill_pool.stream_end.remote())
+        ray.get(self.library_replica.stream_end.remote())
         self._step_state["summary_wait_s"] += time.perf_counter() - waited
         self._step_state["summary_streamed"] += len(delivered)
         groups = [r["group"] for r in delivered]
