@@ -13,6 +13,7 @@ for every arm:
     random_selection  arise.selection.random=true  (ablation b)
     binary_reward     arise.reward.binary=true     (ablation a)
     arise_seeds_ordinary  arise.library.seed_trial_uses=0 (on request: seeds not kept until used 8 times)
+    arise_pmi         arise.selection.score_norm=pmi (on request: the query's lift of each skill's log-prob)
 
 Accuracy is verl's validation on the held-out queries of every family (5 per family), sampled at
 the training temperature (``val_kwargs``: n=4, temperature 1), before training and every
@@ -52,6 +53,8 @@ ARMS = {
     "binary_reward": ("true", ["arise.reward.binary=true"]),
     # not an ablation: the seed skills as ordinary library entries (docs/learning_effect.md, results)
     "arise_seeds_ordinary": ("true", ["arise.library.seed_trial_uses=0"]),
+    # not an ablation: the score as pointwise mutual information (relevance, not predictability)
+    "arise_pmi": ("true", ["arise.selection.score_norm=pmi"]),
 }
 ABLATIONS = ("no_summary", "random_selection", "binary_reward")
 

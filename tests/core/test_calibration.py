@@ -160,6 +160,18 @@ def test_gate_calibrator_warns_about_a_fixed_sigma_that_never_lets_skills_throug
     assert not any(auto.watch(0.0) for _ in range(20))
 
 
+def test_gate_calibrator_pass_rate_over_the_last_window_queries():
+    from recipe.arise.core.calibration import GateCalibrator
+
+    gate = GateCalibrator(delta=0.35, target=0.73, window=4, initial=1.0)
+    assert math.isnan(gate.observe([]))
+    assert gate.observe([1.0, 0.0]) == 0.5
+    assert gate.observe([1.0, 1.0, 1.0]) == 0.75  # the first outcome left the window of 4
+    assert gate.observe([0.5]) == pytest.approx(0.875)
+    with pytest.raises(ValueError, match="share in"):
+        gate.observe([2.0])
+
+
 def _stub_trainer(selection=None, phase1_steps=2):
     pytest.importorskip("verl")
     from types import SimpleNamespace
@@ -217,6 +229,14 @@ def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma():
     m = trainer._gate_metrics(2, 1.0, _observations(vectors))
     assert m["arise/sigma"] == 1.0 and m["arise/gate_target"] == pytest.approx(0.73)
     assert m["arise/calibration_groups"] == 40.0
+    # per query, the share of its scored trajectories that passed (control trajectories are not scored)
+    obs = _observations(vectors[:3])
+    for o in obs:
+        o["gate_passed"] = o["uid"] != "q2"
+    trainer._gate.recent.clear()  # the call above observed 40 queries with no pass
+    m = trainer._gate_metrics(2, 1.0, obs)
+    assert m["arise/gate_pass_rate_recent"] == pytest.approx(2 / 3) and m["arise/gate_recent_queries"] == 3.0
+    assert "arise/gate_pass_rate_recent" not in trainer._gate_metrics(1, 1.0, obs)  # Phase II only
 
 
 @pytest.mark.parametrize(

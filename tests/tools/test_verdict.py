@@ -159,3 +159,22 @@ def test_launch_parts_are_read_in_order(tmp_path):
     assert sorted(verdict.load([tmp_path / "metrics.jsonl"], launch_only=True)) == list(range(3, 11))
     assert _run("--scale", "gpu", tmp_path / "metrics.jsonl").returncode == 0
     assert _run(tmp_path / "missing.jsonl").returncode == 1
+
+
+def test_calibrated_gate_judged_against_its_target():
+    """temperature: auto logs arise/gate_target: the pooled Phase II pass rate must be within +-0.15
+    of it, or within 3 binomial s.d. when the run has too few queries to hold +-0.15."""
+
+    def run(rate: float, queries: float, n: int = 512) -> dict[int, dict]:
+        p2 = {"arise/gate_target": 0.73, "arise/gate_pass_rate": rate, "arise/queries": queries}
+        return {1: _step(1, n=n), **{s: _step(2, n=n, **p2) for s in range(2, 11)}}
+
+    name = "arise/gate_target"
+    assert _status(verdict.judge(run(0.80, 64.0), "gpu"), name) == "OK"  # 576 queries, 0.07 off
+    assert _status(verdict.judge(run(0.50, 64.0), "gpu"), name) == "WARN"  # 0.23 off, s.d. 0.019
+    assert _status(verdict.judge(run(0.95, 64.0), "gpu"), name) == "WARN"  # open too wide, too
+    # 9 steps of 2 queries: 3 s.d. = 0.31 > 0.23, so 0.50 is within sampling noise of 0.73
+    assert _status(verdict.judge(run(0.50, 2.0, n=8), "tiny"), name) == "OK"
+    assert _status(verdict.judge(run(0.0, 2.0, n=8), "tiny"), name) == "WARN"  # a shut gate is not noise
+    # a fixed sigma logs no target: no such check
+    assert not [c for c in verdict.judge(_gpu_run(), "gpu") if c.metric.startswith(name)]

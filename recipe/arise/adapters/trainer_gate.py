@@ -26,6 +26,15 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 
+def gate_outcomes(observations: list[dict[str, Any]]) -> list[float]:
+    """Per query (uid) of a step, the share of its scored trajectories that passed the gate."""
+    passed: dict[str, list[bool]] = {}
+    for o in observations:
+        if o["scored"]:
+            passed.setdefault(str(o["uid"]), []).append(bool(o.get("gate_passed")))
+    return [sum(v) / len(v) for v in passed.values()]
+
+
 class GateMixin:
     """The trainer's gate: ``_gate`` (a :class:`GateCalibrator`) and the queries it rescores."""
 
@@ -145,13 +154,16 @@ class GateMixin:
         )
 
     def _gate_metrics(self, phase: int, sigma_used: float, observations: list[dict[str, Any]]) -> dict[str, float]:
-        """arise/sigma: the sigma this step's selection used; with auto the target and the window.
-        A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
+        """arise/sigma: the sigma this step's selection used; with auto the target and the window;
+        in Phase II the pass rate over the last calibration_window queries (the rate the target is
+        judged on). A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
         m = {"arise/sigma": float(sigma_used)}
         if self._gate_calibrates():
             m["arise/gate_target"] = self._gate.target
             m["arise/calibration_groups"] = float(len(self._gate.window))
         if phase == 2 and self.arise.selection.use_gate and any(o["scored"] for o in observations):
+            m["arise/gate_pass_rate_recent"] = self._gate.observe(gate_outcomes(observations))
+            m["arise/gate_recent_queries"] = float(len(self._gate.recent))
             warning = self._gate.watch(self._arise_metrics["arise/gate_pass_rate"])
             if warning:
                 logger.warning(warning)

@@ -233,6 +233,11 @@ class GateCalibrator:
         self.patience = int(patience)
         self._streak = 0
         self.last: Calibration | None = None
+        # the gate's outcome on the last ``window`` Phase II queries (each: the share of its scored
+        # trajectories that passed, 0 or 1 unless the query's scoring was split): the rate the
+        # target is judged on, since one step's B queries put a binomial s.d. of
+        # sqrt(t (1 - t) / B) on the per-step rate (0.22 at B = 4, 0.06 at the paper's 64)
+        self.recent: deque[float] = deque(maxlen=int(window))
 
     @property
     def auto(self) -> bool:
@@ -253,6 +258,16 @@ class GateCalibrator:
             if self.last.sigma is not None:
                 self.sigma = self.last.sigma
         return self.sigma
+
+    def observe(self, outcomes: Iterable[float]) -> float:
+        """Add Phase II queries' gate outcomes (share passed, in [0, 1]); the pass rate over the
+        last ``window`` queries (NaN before any)."""
+        for x in outcomes:
+            x = float(x)
+            if not 0.0 <= x <= 1.0:
+                raise ValueError(f"a gate outcome is a share in [0, 1], got {x!r}")
+            self.recent.append(x)
+        return float(np.mean(self.recent)) if self.recent else math.nan
 
     def watch(self, rate: float) -> str | None:
         """One Phase II step's gate pass rate; a warning text when a fixed sigma keeps the gate

@@ -20,6 +20,8 @@ EVENT_SERIES = (
 RATE_KEYS = (
     ("arise/skill_use_rate", "skill-use rate"),
     ("arise/gate_pass_rate", "gate-pass rate"),
+    ("arise/gate_pass_rate_recent", "gate-pass rate, last 64 queries"),
+    ("arise/gate_target", "gate target (calibrated sigma)"),
     ("arise/frac_reward_1", "fraction R=1"),
     ("arise/frac_reward_2", "fraction R=2"),
     ("arise/mixed_group_rate", "groups mixing R=1 and R=2"),

@@ -6,10 +6,10 @@
 cpu_smoke_arise.sh`` after the tiny CPU run. One line per check: metric, value, threshold, status
 (OK / WARN / FAIL, or INFO where the scale cannot judge it) and what to do. The checks are the ways
 ARISE can degrade to GRPO without an error: the skill scoring fails, no skill is ever injected, the
-confidence gate rejects everything, the summaries never parse (the library does not grow), no
-Phase II group mixes R=1 and R=2 (the hierarchical reward then gives the binary reward's gradient),
-and rollout and actor disagree on the log-probs (the update is off-policy); plus ARISE's share of
-the step time. Exit status 1 when a check FAILs, else 0.
+confidence gate rejects everything (or, calibrated, misses its target pass rate), the summaries
+never parse (the library does not grow), no Phase II group mixes R=1 and R=2 (the hierarchical
+reward then gives the binary reward's gradient), and rollout and actor disagree on the log-probs
+(the update is off-policy); plus ARISE's share of the step time. Exit status 1 when a check FAILs, else 0.
 
 Scales: ``gpu`` holds the paper's regime to the paper's numbers (skill use 42-89 %, summaries
 parsed > 85 %); ``tiny`` (the CPU smoke run: a 0.4 M-parameter model, 6 steps) fails only what no
@@ -32,6 +32,7 @@ from recipe.arise.tools.report import read_metrics
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
 MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them
 TINY_TRAJECTORIES = 64  # auto scale: fewer trajectories per step is the tiny CPU run
+GATE_TOLERANCE = 0.15  # the calibrated gate's Phase II pass rate vs its target (docs/design.md)
 
 
 @dataclass
@@ -74,6 +75,29 @@ def _weighted(rows, key, weight="arise/trajectories") -> float | None:
 def scale_of(metrics: dict[int, dict[str, float]]) -> str:
     per_step = [r["arise/trajectories"] for r in metrics.values() if "arise/trajectories" in r]
     return "tiny" if per_step and max(per_step) < TINY_TRAJECTORIES else "gpu"
+
+
+def gate_target_check(p2: list[dict[str, float]], target: float) -> Check:
+    """The Phase II gate pass rate, pooled over every scored trajectory, against the calibration's
+    target. OK within GATE_TOLERANCE, or within 3 binomial s.d. of the target for the number of
+    Phase II queries (a 16-query tiny run cannot hold +-0.15: its s.d. is 0.11 at 0.73)."""
+    scored = [r.get("arise/trajectories", 0.0) * (1.0 - r.get("arise/control_rate", 0.0)) for r in p2]
+    total = sum(scored)
+    rate = (
+        sum(r.get("arise/gate_pass_rate", 0.0) * w for r, w in zip(p2, scored, strict=True)) / total if total else 0.0
+    )
+    queries = _sum(p2, "arise/queries")
+    noise = 3.0 * math.sqrt(target * (1.0 - target) / queries) if queries else math.inf
+    tolerance = max(GATE_TOLERANCE, noise)
+    status = OK if abs(rate - target) <= tolerance else WARN
+    return Check(
+        "arise/gate_target (Phase II pass rate)",
+        f"{rate:.2f} vs {target:.2f} ({queries:.0f} queries)",
+        f"OK within +-{tolerance:.2f} (+-{GATE_TOLERANCE:.2f}, or 3 s.d. at this many queries)",
+        status,
+        "the calibrated sigma misses its target out of sample: the score vectors move faster than the window "
+        "(arise.selection.calibration=rescore, calibration_window; arise/sigma, arise/gate_pass_rate_recent)",
+    )
 
 
 def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Check]:
@@ -161,6 +185,10 @@ def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Che
                 "(arise.selection.gate, arise.selection.temperature; docs/design.md)",
             )
         )
+        # -- the calibrated gate (temperature: auto) against its target
+        target = _mean(p2, "arise/gate_target")
+        if target is not None:
+            checks.append(gate_target_check(p2, target))
         # -- R=1 / R=2 mixing: the only groups where the hierarchical reward changes the gradient
         mixed = _weighted(p2, "arise/mixed_group_rate", "arise/phase2_groups")
         mixed = mixed if mixed is not None else (_mean(p2, "arise/mixed_group_rate") or 0.0)
