@@ -23,8 +23,8 @@ for GRPO without one: the way each method is deployed (docs/learning_effect.md, 
     python bench/bench_learning_effect.py --quick        # 1 seed, arise + grpo, a few steps (smoke)
     python bench/bench_learning_effect.py                # 3 seeds of arise and grpo, 1 of each ablation
 
-A launch costs ~6-7 min on 2 cores (start-up ~4-5 min, 24 steps of 5-10 s), so the default bench
-(9 launches) takes about an hour on a quiet machine; --quick about 13 min.
+A launch costs 2-4.5 min on a quiet 2-core machine (start-up ~1.5 min; GRPO ~135 s, ARISE ~205-265 s
+for 24 steps), so the default bench (9 launches) takes ~30 min; more when other jobs share the cores.
 
 It prints a table (final accuracy, steps to the threshold, mean ± sd over seeds), writes the curves
 to ``<out>/learning_effect.png`` and ``<out>/results.json``, and ends with the line
@@ -134,6 +134,33 @@ def final_skill_use(path: Path, step: int) -> float | None:
     return sum(uses) / len(uses) if uses else None
 
 
+def gate_summary(path: Path, window: int = 64) -> str | None:
+    """The calibrated gate over a run's Phase II (docs/design.md, "how meets the target is judged"):
+    the pass rate pooled over Phase II against arise/gate_target, the per-step rates' spread, and
+    the range of the rate over the last ``window`` queries once that many were seen (None: no target)."""
+    rows = read_curve(path)[2]
+    p2 = [rows[s] for s in sorted(rows) if rows[s].get("arise/phase") == 2 and "arise/gate_target" in rows[s]]
+    if not p2:
+        return None
+    target = p2[0]["arise/gate_target"]
+    queries = [r.get("arise/queries", 0.0) for r in p2]
+    rates = [r["arise/gate_pass_rate"] for r in p2]
+    pooled = sum(q * x for q, x in zip(queries, rates, strict=True)) / sum(queries)
+    rolling = []
+    for i in range(len(p2)):
+        n = passed = 0.0
+        for j in range(i, -1, -1):  # back from step i until the window is full
+            n, passed = n + queries[j], passed + queries[j] * rates[j]
+            if n >= window:
+                rolling.append(passed / n)
+                break
+    spread = f", last-{window}-query rate {min(rolling):.2f}-{max(rolling):.2f}" if rolling else ""
+    return (
+        f"pooled {pooled:.2f} vs target {target:.2f} over {sum(queries):.0f} queries; per step "
+        f"{statistics.fmean(rates):.2f} ± {statistics.stdev(rates) if len(rates) > 1 else 0.0:.2f}{spread}"
+    )
+
+
 def steps_to(curve: dict[int, float], threshold: float) -> int | None:
     return next((s for s in sorted(curve) if curve[s] >= threshold), None)
 
@@ -240,6 +267,12 @@ def main(argv=None) -> int:
     for arm, paths in metrics_paths.items():
         uses = [final_skill_use(p, args.steps) for p in paths]
         lines.append(f"  {arm:17s} " + ", ".join("—" if u is None else f"{u:.2f}" for u in uses))
+    lines += ["", "The calibrated gate in Phase II (training queries; target: the paper's skill use at delta):", ""]
+    for arm, paths in metrics_paths.items():
+        for seed, path in zip(finals[arm], paths, strict=True):
+            gate = gate_summary(path)
+            if gate:
+                lines.append(f"  {arm:17s} seed {seed}: {gate}")
     lines += ["", "Curves (mean over seeds):", ""]
     for arm, runs in curves.items():
         steps = sorted(set.intersection(*(set(c) for c in runs)))
