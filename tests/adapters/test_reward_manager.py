@@ -26,6 +26,9 @@ class FakePool:
         self.record = SimpleNamespace(remote=record)
 
 
+QUERY = [{"role": "user", "content": "What is 1 plus 2?"}]
+
+
 def run(monkeypatch, cfg, fields, truth="3"):
     from verl import DataProto
 
@@ -33,7 +36,7 @@ def run(monkeypatch, cfg, fields, truth="3"):
     monkeypatch.setattr(reward_manager_module, "get_replica", lambda: pool)
     data = DataProto.from_dict(
         tensors={"responses": torch.tensor([[5, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 1]])},
-        non_tensors={"reward_model": [{"ground_truth": truth}], "tool_extra_fields": [fields]},
+        non_tensors={"reward_model": [{"ground_truth": truth}], "tool_extra_fields": [fields], "raw_prompt": [QUERY]},
     )
     manager = SimpleNamespace(arise=cfg, tokenizer=FakeTokenizer())
 
@@ -170,3 +173,17 @@ def test_a_failed_streamed_summary_is_delivered_as_a_failure(monkeypatch):
     outs, pool = run_group(monkeypatch, SummaryServer(fail=True))
     (result,) = pool.delivered
     assert result["token_ids"] is None and "server down" in result["error"]
+
+
+@pytest.mark.parametrize(
+    "selection, carries",
+    [({}, True), ({"calibration": "window"}, False), ({"temperature": 1.0}, False), ({"random": True}, False)],
+    ids=["rescore", "window", "fixed-sigma", "random"],
+)
+def test_observation_carries_its_query_when_the_gate_is_rescored(monkeypatch, selection, carries):
+    """calibration=rescore calibrates sigma on the queries of every generated group: each observation
+    carries its query, so the groups dynamic sampling drops are not missing from the calibration."""
+    _, posted = run(monkeypatch, ARISEConfig.from_dict({"selection": selection}), CONTROL)
+    assert ("messages" in posted[0]) == carries
+    if carries:
+        assert posted[0]["messages"] == QUERY

@@ -172,6 +172,25 @@ def test_gate_calibrator_pass_rate_over_the_last_window_queries():
         gate.observe([2.0])
 
 
+def test_the_gate_is_calibrated_on_every_generated_groups_query():
+    """observed_queries: one per query group, in recording order, from every observation that
+    carries one — the groups dynamic sampling drops included (they are in the observations, not in
+    the kept batch; calibrating on the kept batch set sigma too strict: docs/design.md)."""
+    pytest.importorskip("verl")
+    from recipe.arise.adapters.trainer_gate import observed_queries
+
+    def q(text):
+        return [{"role": "user", "content": text}]
+
+    obs = [
+        {"uid": "a", "messages": q("A")},
+        {"uid": "b", "messages": q("B")},  # a group dynamic sampling will drop: still here
+        {"uid": "a", "messages": q("A")},
+        {"uid": "c"},  # no query posted (calibration=window): skipped
+    ]
+    assert observed_queries(obs) == [q("A"), q("B")]
+
+
 def _stub_trainer(selection=None, phase1_steps=2):
     pytest.importorskip("verl")
     from types import SimpleNamespace

@@ -66,35 +66,38 @@ class ARISERewardManager(RewardManagerBase):
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)
+            observation = {
+                "step": int(item.non_tensor_batch.get("global_steps", 0) or 0),
+                "uid": str(item.non_tensor_batch.get("uid", "")),
+                "skill_id": skill_id,
+                "reward": float(score),
+                "correct": bool(correct),
+                "phase": phase,
+                "selected": info.selected,
+                "control": info.control,
+                "gate_passed": info.gate_passed,
+                "scored": bool(info.scores),
+                # the group's score vector: arise.selection.temperature=auto calibrates sigma on it
+                "scores": list(info.scores),
+                "scorer": info.scorer,
+                "scoring_failed": info.scoring_failed,
+                "scores_nonfinite": info.scores_nonfinite,
+                "skill_overlong": info.skill_overlong,
+                "skill_tokens": info.skill_tokens,
+                "scoring_s": info.scoring_s,
+                "scoring_tokens": info.scoring_tokens,
+                "scoring_cached_tokens": info.scoring_cached_tokens,
+                "scoring_rescored": info.scoring_rescored,
+                "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
+                "response_tokens": int(valid_length),
+            }
+            if self.arise.selection.rescores_gate:
+                # sigma is calibrated on the queries of every generated group, those dynamic sampling
+                # drops included: the kept batch over-represents queries the gate passed (their
+                # groups mix R=2 with the control arm's R=1), which would set sigma too strict
+                observation["messages"] = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
             # Awaited so the observation is in the replica before the trajectory reaches the trainer.
-            group = await replica.record.remote(
-                {
-                    "step": int(item.non_tensor_batch.get("global_steps", 0) or 0),
-                    "uid": str(item.non_tensor_batch.get("uid", "")),
-                    "skill_id": skill_id,
-                    "reward": float(score),
-                    "correct": bool(correct),
-                    "phase": phase,
-                    "selected": info.selected,
-                    "control": info.control,
-                    "gate_passed": info.gate_passed,
-                    "scored": bool(info.scores),
-                    # the group's score vector: arise.selection.temperature=auto calibrates sigma on it
-                    "scores": list(info.scores),
-                    "scorer": info.scorer,
-                    "scoring_failed": info.scoring_failed,
-                    "scores_nonfinite": info.scores_nonfinite,
-                    "skill_overlong": info.skill_overlong,
-                    "skill_tokens": info.skill_tokens,
-                    "scoring_s": info.scoring_s,
-                    "scoring_tokens": info.scoring_tokens,
-                    "scoring_cached_tokens": info.scoring_cached_tokens,
-                    "scoring_rescored": info.scoring_rescored,
-                    "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
-                    "response_tokens": int(valid_length),
-                },
-                trace,
-            )
+            group = await replica.record.remote(observation, trace)
             if group is not None:  # this trajectory completed a group claimed for a summary
                 task = asyncio.get_running_loop().create_task(self._stream_summary(replica, group))
                 self._summaries.add(task)

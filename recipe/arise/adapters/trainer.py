@@ -45,7 +45,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.adapters.library_replica import get_or_create_replica
-from recipe.arise.adapters.trainer_gate import GateMixin
+from recipe.arise.adapters.trainer_gate import GateMixin, observed_queries
 from recipe.arise.adapters.trainer_metrics import console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin
 from recipe.arise.core.arise_config import ARISEConfig
@@ -347,8 +347,6 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         state["batches"] += 1
         step = self.global_steps
         cfg = self.arise.summary
-        if batch is not None and self._gate_calibrates():
-            self._remember_queries(self._batch_queries(batch))
         if batch is None and not (cfg.enable and cfg.stream):  # a streamed batch is closed even so
             return
         with marked_timer("arise_summary", self.timing_raw, color="purple"):
@@ -382,6 +380,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             started = time.perf_counter()
             observations = ray.get(self.library_replica.drain.remote())
             sigma_used = self._gate.sigma
+            self._remember_queries(observed_queries(observations))  # with calibration=rescore
             self._calibrate_gate(observations)
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
             events = self.library.step(

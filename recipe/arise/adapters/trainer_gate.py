@@ -15,15 +15,23 @@ import os
 import time
 from typing import Any
 
-import transfer_queue as tq
-
 from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
 from recipe.arise.core.scoring import score_queries
 from recipe.arise.core.selection import top_m_candidates
-from recipe.arise.core.trajectory import as_list
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+
+def observed_queries(observations: list[dict[str, Any]]) -> list[list]:
+    """The chat messages of each query group of a step's observations (all generated groups, those
+    dynamic sampling dropped included), in the order their first trajectory was recorded. Only
+    observations with ``calibration: rescore`` carry them (reward manager)."""
+    first: dict[str, list] = {}
+    for o in observations:
+        if o.get("messages"):
+            first.setdefault(str(o["uid"]), o["messages"])
+    return list(first.values())
 
 
 def gate_outcomes(observations: list[dict[str, Any]]) -> list[float]:
@@ -51,8 +59,7 @@ class GateMixin:
         self._gate_queries: collections.OrderedDict[str, list] = collections.OrderedDict()
 
     def _gate_calibrates(self) -> bool:
-        sel = self.arise.selection
-        return self._gate.auto and sel.use_gate and not sel.random
+        return self.arise.selection.calibrates_gate
 
     def _gate_rescores(self, step: int) -> bool:
         """Whether this step's queries are scored against the cache the next step selects from:
@@ -97,25 +104,14 @@ class GateMixin:
             self._gate.update()
 
     def _remember_queries(self, queries: list[list]) -> None:
-        """Keep the most recent calibration_window distinct training queries (rescored each step)."""
+        """Keep the most recent calibration_window distinct training queries (rescored each step):
+        those of every generated group (:func:`observed_queries`), not only of the kept batch."""
         for messages in queries:
             key = json.dumps(messages, sort_keys=True, default=str)
             self._gate_queries.pop(key, None)
             self._gate_queries[key] = messages
         while len(self._gate_queries) > self.arise.selection.calibration_window:
             self._gate_queries.popitem(last=False)
-
-    def _batch_queries(self, batch) -> list[list]:
-        """The chat messages of each query group of a sampled batch."""
-        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
-        if not keep:
-            return []
-        keys = [batch.keys[i] for i in keep]
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["uid", "raw_prompt"])
-        first: dict[str, list] = {}
-        for uid, messages in zip(as_list(data.pop("uid")), as_list(data.pop("raw_prompt")), strict=True):
-            first.setdefault(str(uid), list(messages or []))
-        return list(first.values())
 
     def _calibrate_gate_on_queries(self, step: int) -> None:
         """Score the last calibration_window training queries against the cache the next step
@@ -124,6 +120,11 @@ class GateMixin:
         sel = self.arise.selection
         queries = list(self._gate_queries.values())
         cache = list(self.library.cache)
+        if not queries:
+            logger.warning(
+                f"ARISE: no training queries to calibrate the gate on at step {step} (the observations carry "
+                f"no 'messages': is raw_prompt missing from the reward loop's data?); sigma stays {self._gate.sigma:g}"
+            )
         if not queries or not cache:
             return
         candidates = top_m_candidates(len(cache), sel.score_top_m, [e.utility for e in cache])

@@ -106,6 +106,17 @@ class SelectionConfig:
         return self.temperature == "auto"
 
     @property
+    def calibrates_gate(self) -> bool:
+        """The trainer calibrates sigma (auto, with the gate on and the policy's own selection)."""
+        return self.auto_temperature and self.use_gate and not self.random
+
+    @property
+    def rescores_gate(self) -> bool:
+        """The trainer calibrates sigma on recent training queries rescored (``calibration: rescore``):
+        every trajectory's observation then carries its query (reward manager)."""
+        return self.calibrates_gate and self.calibration == "rescore"
+
+    @property
     def gate_target(self) -> float:
         """The gate's target pass rate: ``gate_target_use``, else the paper's skill use at delta."""
         from recipe.arise.core.calibration import paper_target_use
