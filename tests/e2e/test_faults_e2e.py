@@ -306,16 +306,18 @@ def faults(tmp_path_factory, tiny) -> dict:
         a = Launch(out, tiny, "a", STEPS, (*PATHS, SCORING_TIMEOUT))
         launches.append(a)
         assert a.wait_for(lambda: _tracker(ckpt) == 2, poll_s=0.05), f"A ended before global_step_2; see {a.log}"
-        shutil.copyfile(_library(ckpt, 2), out / "library_step2_at_save.parquet")  # the copy at completion
-        in_step4 = a.wait_for(lambda: _step_log(ckpt, 4).exists(), poll_s=0.05)
-        assert in_step4, f"A ended before step 4's library maintenance; see {a.log}"
-        # Hold the save open where a kill would land mid-save: verl writes the actor's files, then
-        # data.pt, then the tracker. A FIFO in data.pt's place blocks torch.save's open() (no reader)
-        # until the kill: the library and the actor are on disk, the tracker still says 2. (Racing
-        # a ~30 ms window by polling lands after the save on a loaded 2-core box.)
+        # Hold step 4's save open where a kill would land mid-save: verl writes the actor's files,
+        # then data.pt, then the tracker. A FIFO in data.pt's place blocks torch.save's open() (no
+        # reader) until the kill: the library and the actor are on disk, the tracker still says 2.
+        # Made as soon as step 2's save is complete, two steps ahead: made after step 4's library
+        # maintenance, it lost the race to verl's save on a quiet machine (data.pt already there).
+        # (Racing a ~30 ms window by polling lands after the save on a loaded 2-core box.)
         step4 = ckpt / "global_step_4"
         step4.mkdir(parents=True, exist_ok=True)
         os.mkfifo(step4 / "data.pt")
+        shutil.copyfile(_library(ckpt, 2), out / "library_step2_at_save.parquet")  # the copy at completion
+        in_step4 = a.wait_for(lambda: _step_log(ckpt, 4).exists(), poll_s=0.05)
+        assert in_step4, f"A ended before step 4's library maintenance; see {a.log}"
         actor_saved = step4 / "actor" / "model_world_size_1_rank_0.pt"
         caught = a.wait_for(lambda: _library(ckpt, 4).exists() and actor_saved.exists(), poll_s=0.2)
         time.sleep(2.0)  # the actor's save returns; verl reaches data.pt and blocks there
