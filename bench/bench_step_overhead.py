@@ -1,12 +1,18 @@
 """Per-step cost of ARISE vs plain GRPO on the CPU end-to-end setup (same settings and seeds).
 
-Runs ``run_scripts/cpu_smoke_arise.sh`` with ``ARISE=true`` and ``ARISE=false`` alternately
-(``--reps`` times each, order swapped every rep), reads verl's per-step timings and the ``arise/*``
-token counters from each run's ``metrics.jsonl``, drops the first step of every run (vLLM
-warm-up), and prints per-phase seconds side by side with the ARISE/GRPO ratio, plus the token
-accounting per query the paper's overhead table reports.
+Runs ``run_scripts/cpu_smoke_arise.sh`` with ``ARISE=true`` and ``ARISE=false`` interleaved (one
+run of each arm per repetition, the order reversed every other repetition), reads verl's per-step
+timings and the ``arise/*`` token counters from each run's ``metrics.jsonl``, drops the first step
+of every run (vLLM warm-up), and prints per-phase seconds side by side with the ARISE/GRPO ratio,
+plus the token accounting per query the paper's overhead table reports.
 
-    python bench/bench_step_overhead.py [--steps 5] [--reps 2] [--phase1-steps 0] [--work DIR]
+The step-time ratio is the ratio of the arms' mean step times, with its 95% interval over the
+paired repetitions (:func:`ratio_interval`, delta method): the repetitions go on, at least
+``--reps`` and at most ``--max-reps``, until every ratio's interval is within +- ``--target``
+(3%); where the cap comes first the bench says NOT RESOLVED (the noise between runs of one arm is
+larger than that).
+
+    python bench/bench_step_overhead.py [--steps 5] [--reps 3] [--max-reps 8] [--phase1-steps 0] [--work DIR]
 
 ``--phase1-steps 0`` measures Phase II (selection + scoring + summary) from the first step.
 
@@ -33,17 +39,18 @@ accounting per query the paper's overhead table reports.
   the scoring itself runs exactly as with the gate;
 * dynamic sampling off in both arms (``algorithm.filter_groups.enable=False``): every step
   generates exactly batch x G trajectories, whatever the rewards;
-* the median over ``--reps`` runs per arm of each run's mean per step (steps 2..``--steps``),
-  alternating the arms; ``--score-top-m M`` adds an arm scoring only the top-M cache skills
+* the mean over the runs of an arm of each run's mean per step (steps 2..``--steps``),
+  the arms interleaved; ``--score-top-m M`` adds an arm scoring only the top-M cache skills
   (``arise.selection.score_top_m``), ``--full-prefill-arm`` one where every scoring request
   prefills query + skill (``arise.selection.scoring_prefix_cache=false``, the paper's cost; the
   default reads the query from vLLM's prefix cache), ``--stream-arm`` one whose summary rollout
   starts as soon as its group's rewards are in (``arise.summary.stream=true``), measured side by
   side.
 
-Defaults (``--steps 3 --reps 2``, 4 runs) take ~20 minutes on 2 cores; each extra arm adds ~10.
+A repetition (``--steps 3``, two arms) takes ~10 minutes on 2 cores, each extra arm ~5 more: the
+defaults run 30-80 minutes.
 
-Its last printed line is ``ARISE/GRPO step-time ratio: X``. Extra hydra overrides for every arm
+Its last printed line is ``ARISE/GRPO step-time ratio: X (95% interval L-H, +-P%)``. Extra hydra overrides for every arm
 can follow ``--``.
 """
 
@@ -51,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -133,17 +141,103 @@ def mean(values):
     return statistics.fmean(values) if values else 0.0
 
 
+# ------------------------------------------------------------------------- repetitions and intervals
+# A step-time ratio is reported with its 95% interval, and the arms are repeated until that interval
+# is within +-TARGET of the ratio: one run of the same arm moves by +-12% on a shared 2-core machine,
+# more than the 5% the ratio checks (docs/performance.md).
+TARGET = 0.03
+# two-sided 95% Student-t quantiles t_0.975 for 1..30 degrees of freedom (beyond: the normal's 1.96)
+T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def ratio_interval(arm: list[float], base: list[float]) -> tuple[float, float, float]:
+    """(R, low, high): R = mean(arm) / mean(base) over paired repetitions (``arm[i]`` and ``base[i]``
+    ran back to back) and its 95% interval by the delta method, R +- t_{n-1} sd(arm_i - R base_i) /
+    (sqrt(n) mean(base)); pairing takes out the drift the machine's load puts on both. Fewer than
+    two pairs: no interval (nan, nan)."""
+    if len(arm) != len(base) or not arm:
+        raise ValueError(f"ratio_interval needs paired values: {len(arm)} vs {len(base)}")
+    base_mean = statistics.fmean(base)
+    if not base_mean > 0:
+        raise ValueError(f"ratio_interval: the base arm's mean is {base_mean}, not > 0")
+    ratio = statistics.fmean(arm) / base_mean
+    n = len(arm)
+    if n < 2:
+        return ratio, math.nan, math.nan
+    residuals = [a - ratio * b for a, b in zip(arm, base, strict=True)]
+    half = (T975[n - 2] if n - 1 <= len(T975) else 1.96) * statistics.stdev(residuals) / (math.sqrt(n) * base_mean)
+    return ratio, ratio - half, ratio + half
+
+
+def within(interval: tuple[float, float, float], target: float = TARGET) -> bool:
+    """Whether the interval lies within +-target (relative) of its ratio."""
+    ratio, low, high = interval
+    return math.isfinite(low) and max(high - ratio, ratio - low) <= target * ratio
+
+
+def describe(interval: tuple[float, float, float]) -> str:
+    """``1.047 (95% interval 1.012-1.082, +-3.3%)``."""
+    ratio, low, high = interval
+    if not math.isfinite(low):
+        return f"{ratio:.3f} (no interval from one run per arm)"
+    return f"{ratio:.3f} (95% interval {low:.3f}-{high:.3f}, +-{(high - ratio) / ratio:.1%})"
+
+
+def interleaved(arms: list[str], run, value, min_reps: int, max_reps: int, target: float = TARGET, say=None):
+    """Run every arm once per repetition, the order reversed every other one (A B C, C B A, ...),
+    ``run(arm, rep)`` giving a run's result and ``value(result)`` its step time, until each arm's
+    ratio to ``arms[0]`` has its interval within +-target: at least ``min_reps``, at most
+    ``max_reps`` repetitions. Returns ``({arm: [result per rep]}, {arm: interval}, reached)``."""
+    say = say or (lambda line: print(line, flush=True))
+    results: dict[str, list] = {arm: [] for arm in arms}
+    intervals: dict[str, tuple[float, float, float]] = {}
+    for rep in range(max_reps):
+        for arm in arms if rep % 2 == 0 else arms[::-1]:
+            results[arm].append(run(arm, rep))
+        base = [value(r) for r in results[arms[0]]]
+        intervals = {arm: ratio_interval([value(r) for r in results[arm]], base) for arm in arms[1:]}
+        say(
+            f"  after {rep + 1} repetition(s): "
+            + "; ".join(f"{a}/{arms[0]} {describe(i)}" for a, i in intervals.items())
+        )
+        if rep + 1 >= min_reps and all(within(i, target) for i in intervals.values()):
+            return results, intervals, True
+    return results, intervals, False
+
+
+def run_step_time(steps: list[dict]) -> float:
+    """One run's step time: its mean ``timing_s/step`` over the measured steps."""
+    return mean([m.get("timing_s/step", 0.0) for m in steps])
+
+
+def say_precision(reached: bool, reps: int, args) -> None:
+    if reached:
+        print(f"{reps} paired repetition(s); every ratio's 95% interval within +-{args.target:.0%}")
+    else:
+        print(
+            f"NOT RESOLVED: after {reps} paired repetition(s) (--max-reps) a 95% interval is wider than "
+            f"+-{args.target:.0%}: the run-to-run noise is larger than that; more repetitions or a quieter machine"
+        )
+
+
 # ---------------------------------------------------------------------------------- default mode
 def default_mode(args, work: Path, tiny: Path) -> None:
-    steps = {"grpo": [], "arise": []}
-    for rep in range(args.reps):
-        order = [False, True] if rep % 2 == 0 else [True, False]
-        for arise in order:
-            name = "arise" if arise else "grpo"
-            steps[name] += run_once(name, arise, args, tiny, work / f"{name}_{rep}", {}, args.overrides)
-
+    runs, intervals, reached = interleaved(
+        ["grpo", "arise"],
+        lambda name, rep: run_once(name, name == "arise", args, tiny, work / f"{name}_{rep}", {}, args.overrides),
+        run_step_time,
+        args.reps,
+        args.max_reps,
+        args.target,
+    )
+    steps = {name: [m for run in name_runs for m in run] for name, name_runs in runs.items()}
+    reps = len(runs["grpo"])
     print(
-        f"\nCPU end-to-end setup (tiny model), {args.reps} runs each, steps 2..{args.steps} of every run, "
+        f"\nCPU end-to-end setup (tiny model), {reps} runs each, steps 2..{args.steps} of every run, "
         f"ARISE Phase II from step {args.phase1_steps + 1}; machine: {os.cpu_count()} cores"
     )
     print(f"\n{'per step (s)':38s} {'GRPO':>9s} {'ARISE':>9s} {'ratio':>7s}")
@@ -175,11 +269,9 @@ def default_mode(args, work: Path, tiny: Path) -> None:
     print(f"{'summary prompt tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_prompt_tokens'):9.1f}")
     print(f"{'summary response tokens per query':38s} {0.0:9.1f} {per_query('arise/summary_response_tokens'):9.1f}")
     print(f"runs and logs: {work}")
-    g_total = mean([m.get("timing_s/step", 0.0) for m in steps["grpo"]])
-    a_total = mean([m.get("timing_s/step", 0.0) for m in arise_steps])
-    if g_total:
-        print("(goal on GPU at the paper's proportions: <= 1.05; see --paper-proportions)")
-        print(f"ARISE/GRPO step-time ratio: {a_total / g_total:.3f}")
+    print("(goal on GPU at the paper's proportions: <= 1.05; see --paper-proportions)")
+    say_precision(reached, reps, args)
+    print(f"ARISE/GRPO step-time ratio: {describe(intervals['arise'])}")
 
 
 # ------------------------------------------------------------------------ paper-proportions mode
@@ -297,9 +389,9 @@ def paper_setup(args, work: Path, tiny: Path) -> tuple[dict, list[str], dict]:
     return env, overrides, facts
 
 
-def median_of_runs(runs: list[list[dict]], get) -> float:
-    """Median over runs of each run's mean per step."""
-    return statistics.median([mean([get(m) for m in steps]) for steps in runs]) if runs else 0.0
+def mean_of_runs(runs: list[list[dict]], get) -> float:
+    """Mean over runs of each run's mean per step (the ratios' estimator: ratio of means)."""
+    return mean([mean([get(m) for m in steps]) for steps in runs])
 
 
 def paper_mode(args, work: Path, tiny: Path) -> None:
@@ -319,21 +411,22 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
         f"{facts['response'] / facts['prompt']:.1f}x the prompt; injected skill {facts['skill_tokens']:.1f} tokens "
         f"({facts['skill_range'][0]}-{facts['skill_range'][1]}, {facts['skill_tokens'] / facts['prompt']:.0%} of the "
         f"prompt); G={args.group}, batch {args.batch}, 10 cache skills, max_model_len {args.positions}; "
-        f"{args.reps} run(s) per arm of "
-        f"{args.steps} steps",
+        f"{args.reps}-{args.max_reps} run(s) per arm of {args.steps} steps, interleaved, until every ratio's 95% "
+        f"interval is within +-{args.target:.0%}",
         flush=True,
     )
-    runs: dict[str, list[list[dict]]] = {name: [] for name, _, _ in arms}
-    for rep in range(args.reps):
-        order = arms if rep % 2 == 0 else arms[::-1]
-        for name, arise, extra in order:
-            folder = work / f"{name.lower().replace(' ', '_')}_{rep}"
-            runs[name].append(run_once(name, arise, args, tiny, folder, env, overrides + extra))
+    spec = {name: (arise, extra) for name, arise, extra in arms}
+
+    def run(name, rep):
+        folder = work / f"{name.lower().replace(' ', '_')}_{rep}"
+        return run_once(name, spec[name][0], args, tiny, folder, env, overrides + spec[name][1])
 
     names = [name for name, _, _ in arms]
+    runs, intervals, reached = interleaved(names, run, run_step_time, args.reps, args.max_reps, args.target)
     grpo = runs["GRPO"]
+    reps = len(grpo)
     print(
-        f"\nCPU end-to-end setup (tiny model) at the paper's proportions: median over {args.reps} run(s) per arm of "
+        f"\nCPU end-to-end setup (tiny model) at the paper's proportions: mean over {reps} run(s) per arm of "
         f"each run's mean over steps 2..{args.steps}, ARISE in Phase II from step 1; machine: {os.cpu_count()} cores"
     )
     header = f"{'per step (s)':38s} {'GRPO':>9s}"
@@ -341,10 +434,10 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
         header += f" {name:>13s} {'ratio':>6s}"
     print("\n" + header)
     for label, get in PHASES:
-        g = median_of_runs(grpo, get)
+        g = mean_of_runs(grpo, get)
         line = f"{label:38s} {g:9.3f}"
         for name in names[1:]:
-            a = median_of_runs(runs[name], get)
+            a = mean_of_runs(runs[name], get)
             line += f" {a:13.3f} {(f'{a / g:.3f}' if g > 0 else '—'):>6s}"
         print(line)
     step = PHASES[-1][1]
@@ -358,8 +451,8 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
             [sum(m.get(key, 0.0) for m in s) / (sum(m.get(per, 0.0) for m in s) or 1.0) for s in steps_runs]
         )
 
-    g_prompt = median_of_runs(grpo, lambda m: m.get("prompt_length/mean", 0.0))
-    g_response = median_of_runs(grpo, lambda m: m.get("response_length/mean", 0.0))
+    g_prompt = mean_of_runs(grpo, lambda m: m.get("prompt_length/mean", 0.0))
+    g_response = mean_of_runs(grpo, lambda m: m.get("response_length/mean", 0.0))
     g_total = g_prompt + g_response
     print("\ntokens per trajectory (App. E layout)  prompt  response     total  overhead")
     print(f"{'GRPO':36s} {g_prompt:8.1f} {g_response:9.1f} {g_total:9.1f} {'—':>9s}")
@@ -405,18 +498,22 @@ def paper_mode(args, work: Path, tiny: Path) -> None:
         )
 
     print(f"\nruns and logs: {work}")
-    g_step = median_of_runs(grpo, step)
+    say_precision(reached, reps, args)
     for name in names[2:]:
-        t = median_of_runs(runs[name], step)
-        print(f"{name}/GRPO step-time ratio: {t / g_step:.3f}")
-    a_step = median_of_runs(runs["ARISE"], step)
-    print(f"ARISE/GRPO step-time ratio: {a_step / g_step:.3f}")
+        print(f"{name}/GRPO step-time ratio: {describe(intervals[name])}")
+    print(f"ARISE/GRPO step-time ratio: {describe(intervals['ARISE'])}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default 5; 3 with --paper-proportions)")
-    parser.add_argument("--reps", type=int, default=2, help="runs per arm")
+    parser.add_argument("--reps", type=int, default=3, help="at least this many runs per arm (interleaved)")
+    parser.add_argument(
+        "--max-reps", type=int, default=8, help="at most this many runs per arm, if the ratio's interval stays wide"
+    )
+    parser.add_argument(
+        "--target", type=float, default=TARGET, help="stop when every ratio's 95%% interval is within +-target"
+    )
     parser.add_argument("--phase1-steps", type=int, default=0)
     parser.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     parser.add_argument("--paper-proportions", action="store_true", help="the paper's token proportions (see above)")
@@ -444,6 +541,8 @@ def main(argv=None):
     paper = args.paper_proportions
     if args.steps is None:
         args.steps = 3 if paper else 5
+    if args.reps < 1 or args.max_reps < args.reps:
+        parser.error("need 1 <= --reps <= --max-reps")
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step of every run is dropped)")
     if args.score_top_m < 0:

@@ -12,6 +12,7 @@
 #   Folder: checkpoints/arise_<model>/gpu_check (one checkpoint, at the last step: the save is checked
 #   too); each launch starts from scratch (trainer.resume_mode=disable).
 #   The verdict again, later:  python -m recipe.arise.tools.verdict --scale gpu --launch-only <metrics.jsonl>
+#   (exit 1: a FAIL, e.g. no ARISE activity; 2: the metrics could not be read)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (e.g. Qwen/Qwen3-4B-Instruct-2507)}"
@@ -32,5 +33,5 @@ rc=0
 bash "$HERE/arise.sh" trainer.resume_mode=disable "$@" || rc=$?
 echo "[gpu_check] the run ended (exit $rc) after $((SECONDS - started)) s; metrics: $METRICS"
 [ -s "$METRICS" ] || { echo "[gpu_check] no metrics were written" >&2; exit 1; }
-"${PYTHON:-python}" -m recipe.arise.tools.verdict --scale gpu --launch-only "$METRICS" || rc=$?
+"${PYTHON:-python}" -m recipe.arise.tools.verdict --scale gpu --expect arise --launch-only "$METRICS" || rc=$?
 exit "$rc"

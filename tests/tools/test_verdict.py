@@ -1,8 +1,12 @@
 """The verdict on synthetic verl metrics files: a healthy run passes, the ways ARISE silently becomes
-GRPO fail (no skill used, scoring failing), a tiny run's normal outcome exits 0, the launch parts of
-a resumed run are read in order."""
+GRPO fail (no arise/* metric at all, ARISE idle, no skill used, scoring failing), a plain GRPO run
+expected as such says ARISE was off, a tiny run's normal outcome exits 0 (and a tiny run is never
+judged at the gpu scale), the launch parts of a resumed run are read in order, unreadable metrics
+exit 2, and the CPU smoke script's ending passes the run's expectation on."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,9 +144,8 @@ def test_tiny_run_normal_outcome_exits_zero(tmp_path):
     [
         {1: _step(1, n=16), 2: _step(1, n=16)},  # Phase I only (the e2e test's first launch)
         {3: _step(2, n=16, **{"arise/skill_use_rate": 0.0, "arise/gate_pass_rate": 0.0})},  # one Phase II step
-        {1: {"timing_s/step": 3.0, "training/rollout_probs_diff_mean": 0.01}},  # plain GRPO (arise.enable=false)
     ],
-    ids=["phase1-only", "one-phase2-step", "grpo"],
+    ids=["phase1-only", "one-phase2-step"],
 )
 def test_too_little_to_judge_is_not_a_failure(rows):
     checks = verdict.judge(rows, "tiny")
@@ -158,7 +161,7 @@ def test_launch_parts_are_read_in_order(tmp_path):
     assert sorted(metrics) == list(range(1, 11)) and "x" not in metrics[3]  # the later launch's step 3
     assert sorted(verdict.load([tmp_path / "metrics.jsonl"], launch_only=True)) == list(range(3, 11))
     assert _run("--scale", "gpu", tmp_path / "metrics.jsonl").returncode == 0
-    assert _run(tmp_path / "missing.jsonl").returncode == 1
+    assert _run(tmp_path).returncode == 0  # the run folder: its metrics.jsonl and launch parts
 
 
 def test_calibrated_gate_judged_against_its_target():
@@ -178,3 +181,155 @@ def test_calibrated_gate_judged_against_its_target():
     assert _status(verdict.judge(run(0.0, 2.0, n=8), "tiny"), name) == "WARN"  # a shut gate is not noise
     # a fixed sigma logs no target: no such check
     assert not [c for c in verdict.judge(_gpu_run(), "gpu") if c.metric.startswith(name)]
+
+
+# ----------------------------------------------------------------------------- runs without ARISE
+GRPO_STEP = {"timing_s/step": 3.0, "training/rollout_probs_diff_mean": 0.01, "actor/grad_norm": 0.5}
+
+
+def _grpo_run(folder: Path, enable: bool | None = None, steps: int = 2) -> Path:
+    """A plain GRPO run's folder: verl metrics without arise/* keys, and (enable given) the hydra config."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _write(folder / "metrics.jsonl", {s: dict(GRPO_STEP) for s in range(1, steps + 1)})
+    if enable is not None:
+        (folder / "hydra" / ".hydra").mkdir(parents=True)
+        (folder / "hydra" / ".hydra" / "config.yaml").write_text(
+            f"data:\n  train_batch_size: 4\nactor_rollout_ref:\n  rollout:\n    n: 4\narise:\n  enable: {enable}\n"
+        )
+    return folder
+
+
+def test_grpo_metrics_fail_when_arise_was_expected(tmp_path):
+    """No arise/* key in a run meant to be ARISE: FAIL with a sentence that says so, exit 1."""
+    rows = {1: dict(GRPO_STEP), 2: dict(GRPO_STEP)}
+    checks = verdict.judge(rows, "tiny")
+    assert [c.status for c in checks] == ["FAIL"], [c.line() for c in checks]
+    proc = _run(_write(tmp_path / "m.jsonl", rows))
+    assert proc.returncode == 1, proc.stdout
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("[verdict] FAIL: no ARISE activity") and "plain GRPO" in last, last
+    assert "ARISE is alive" not in proc.stdout
+    # the run's config says why: ARISE was off (quoted), still a FAIL where ARISE was expected
+    run = _grpo_run(tmp_path / "run", enable=False)
+    proc = _run(run)
+    assert proc.returncode == 1 and "ARISE was off" in proc.stdout and "arise.enable=false" in proc.stdout
+
+
+def test_grpo_run_expected_as_such_says_arise_was_off(tmp_path):
+    """--expect grpo (the CPU smoke run's ARISE=false): ARISE off is the expected outcome, exit 0,
+    in those words and with no pointer at ARISE's tools; ARISE metrics there are a FAIL."""
+    run = _grpo_run(tmp_path / "run", enable=False)
+    proc = _run("--expect", "grpo", run)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[verdict] OFF: ARISE was off in this run (plain GRPO): nothing to judge"
+    assert "ARISE is alive" not in proc.stdout and "inspect_run" not in proc.stdout and "library" not in proc.stdout
+    assert _run("--expect", "grpo", _write(tmp_path / "arise.jsonl", _gpu_run())).returncode == 1
+
+
+def test_arise_logged_but_idle_fails():
+    """arise/* keys, but no summary, no skill scored or injected anywhere: FAIL once Phase II ran; a
+    short Phase I without summaries (the no_summary ablation's normal) is not judged."""
+    activity = ("summary_attempts", "summary_parsed", "new_skills", "scoring_tokens", "gate_pass_rate")
+    idle = {f"arise/{k}": 0.0 for k in (*activity, "skill_use_rate", "mixed_group_rate")}
+    rows = {1: _step(1, n=16, **idle), 2: _step(2, n=16, **idle)}  # one Phase II step: too few for the rates
+    checks = verdict.judge(rows, "tiny")
+    assert "FAIL" in {c.status for c in checks}, [c.line() for c in checks]
+    assert _status(checks, "arise activity") == "FAIL"
+    status, sentence, code = verdict.outcome(checks)
+    assert (status, code) == ("FAIL", 1) and sentence.startswith("no ARISE activity"), sentence
+    phase1 = {1: _step(1, n=16, **idle), 2: _step(1, n=16, **idle)}
+    assert "FAIL" not in {c.status for c in verdict.judge(phase1, "tiny")}
+    assert _status(verdict.judge(_gpu_run(), "gpu"), "arise activity") == "OK"
+
+
+def test_tiny_run_is_never_judged_at_the_gpu_scale(tmp_path):
+    """auto picks gpu only on evidence of >= 64 trajectories per step: a tiny GRPO run (no
+    arise/trajectories) is tiny, from its config's batch when it has one."""
+    rows = {1: dict(GRPO_STEP)}
+    assert verdict.scale_of(rows) == "tiny"
+    tiny = verdict.RunConfig("c.yaml", False, 16)
+    big = verdict.RunConfig("c.yaml", False, 512)
+    assert verdict.scale_of(rows, tiny) == "tiny" and verdict.scale_of(rows, big) == "gpu"
+    assert verdict.scale_of(_gpu_run(), tiny) == "gpu"  # ARISE's own count wins
+    proc = _run(_grpo_run(tmp_path / "run", enable=False))
+    assert "scale tiny" in proc.stdout.splitlines()[0], proc.stdout
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "garbage", "folder-without-metrics"])
+def test_unreadable_metrics_exit_2(tmp_path, case):
+    """Could not read (2) is told apart from FAIL (1)."""
+    path = tmp_path / "metrics.jsonl"
+    if case == "empty":
+        path.write_text("")
+    elif case == "garbage":
+        path.write_text('not json\n{"step": 1}\n')
+    elif case == "folder-without-metrics":
+        path = tmp_path
+    proc = _run(path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot read the metrics" in proc.stderr and str(tmp_path) in proc.stderr
+
+
+@pytest.mark.parametrize("arise", ["true", "false"])
+def test_cpu_smoke_ending_passes_the_expectation(tmp_path, arise):
+    """run_scripts/cpu_smoke_arise.sh after a run that logged plain GRPO metrics (a stand-in for
+    run_scripts/arise.sh): ARISE=true fails, ARISE=false says ARISE was off and points at none of
+    ARISE's tools or files."""
+    scripts = tmp_path / "repo" / "run_scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy(REPO / "run_scripts" / "cpu_smoke_arise.sh", scripts)
+    (scripts / "arise.sh").write_text(  # the run: plain GRPO metrics whatever it was asked
+        'mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"\n'
+        f"printf '%s\\n' '{json.dumps({'step': 1, 'data': GRPO_STEP})}' > \"$VERL_FILE_LOGGER_PATH\"\n"
+    )
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "tiny_assets.json").write_text("{}")
+    env = {
+        **os.environ,
+        "ARISE": arise,
+        "OUT_DIR": str(tmp_path / "out"),
+        "TINY_DIR": str(tiny),
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.run(
+        ["bash", str(scripts / "cpu_smoke_arise.sh")], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    out = proc.stdout
+    assert "[cpu_smoke] done" in out and "[verdict]" in out, out + proc.stderr
+    if arise == "true":
+        assert proc.returncode == 1 and "[verdict] FAIL: no ARISE activity" in out, out
+    else:
+        assert proc.returncode == 0, out + proc.stderr
+        assert "ARISE was off in this run (plain GRPO): nothing to judge" in out
+        assert "inspect_run" not in out and "library" not in out and "tools.report" not in out, out
+
+
+TOOL_KEYS = {"arise/tool_calls": 1.5, "arise/tool_error_rate": 0.1, "arise/tool_s": 0.2}
+
+
+def test_grpo_run_with_the_tool_and_dropped_rows_is_still_arise_off(tmp_path):
+    """The trainer logs arise/rows_dropped and the tool's arise/tool_* with ARISE off too: they are no
+    sign of ARISE (a GRPO-with-tool baseline is OFF where GRPO was expected, a FAIL where ARISE was)."""
+    step = {**GRPO_STEP, **TOOL_KEYS, "arise/rows_dropped": 0.0, "arise/val_rows_dropped": 0.0}
+    path = _write(tmp_path / "m.jsonl", {1: dict(step), 2: dict(step)})
+    proc = _run("--expect", "grpo", path)
+    assert proc.returncode == 0 and "[verdict] OFF: ARISE was off" in proc.stdout, proc.stdout
+    assert "arise/tool_calls" in proc.stdout  # the tool is judged in a GRPO run too
+    proc = _run(path)
+    assert proc.returncode == 1 and "no ARISE activity" in proc.stdout, proc.stdout
+
+
+def test_tool_run_that_never_calls_the_tool_fails():
+    rows = {s: _step(1 if s == 1 else 2, **TOOL_KEYS) for s in range(1, 11)}
+    assert _status(verdict.judge(rows, "gpu"), "arise/tool_calls") == "OK"
+    assert _status(verdict.judge(rows, "gpu"), "arise/tool_error_rate") == "OK"
+    idle = {s: {**r, "arise/tool_calls": 0.0} for s, r in rows.items()}
+    checks = verdict.judge(idle, "gpu")
+    assert _status(checks, "arise/tool_calls") == "FAIL"
+    assert verdict.outcome(checks)[0] == "FAIL"
+    failing = {s: {**r, "arise/tool_error_rate": 0.9} for s, r in rows.items()}
+    assert _status(verdict.judge(failing, "gpu"), "arise/tool_error_rate") == "WARN"
+    # a single-turn run has no tool checks at all
+    assert not [c for c in verdict.judge(_gpu_run(), "gpu") if c.metric.startswith("arise/tool")]

@@ -15,12 +15,28 @@ import os
 import time
 from typing import Any
 
+from recipe.arise.adapters.scoring_requests import SCORING_PARAMS
 from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
 from recipe.arise.core.scoring import score_queries
 from recipe.arise.core.selection import top_m_candidates
+from recipe.arise.core.store import atomic_write
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+
+def damaged_checkpoint(path: str, error: BaseException) -> RuntimeError:
+    """The error for an unreadable file of the checkpoint being resumed: names it and how to resume
+    the previous one (verl's auto resume follows latest_checkpointed_iteration.txt, so moving the
+    damaged folder aside alone would start the run from step 0)."""
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(path)))  # .../global_step_N
+    root = os.path.dirname(folder)
+    return RuntimeError(
+        f"ARISE: cannot resume: {path} is unreadable ({type(error).__name__}: {error}). The checkpoint "
+        f"{folder} is damaged; resume an earlier one: add trainer.resume_mode=resume_path "
+        f"trainer.resume_from_path={root}/global_step_<M>, or write M into {root}/latest_checkpointed_iteration.txt "
+        "(python -m recipe.arise.tools.preflight <script> names the last intact checkpoint)"
+    )
 
 
 def observed_queries(observations: list[dict[str, Any]]) -> list[list]:
@@ -79,14 +95,20 @@ class GateMixin:
                 f"{self._gate.sigma:g} until the gate is calibrated"
             )
             return
-        with open(path) as f:
-            state = json.load(f)
-        logger.info(f"ARISE: restored the gate from {path}: {self._gate.restore(state)}")
+        try:
+            with open(path) as f:
+                state = json.load(f)
+            restored = self._gate.restore(state)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+            if self.global_steps > 0:  # resuming a checkpoint
+                raise damaged_checkpoint(path, error) from error
+            raise ValueError(f"ARISE: {path} (the gate beside arise.library.load_from): unreadable: {error}") from error
+        logger.info(f"ARISE: restored the gate from {path}: {restored}")
 
     def _save_gate(self, folder: str) -> str:
         path = os.path.join(folder, GATE_FILE)
-        with open(path, "w") as f:
-            json.dump(self._gate.state(), f)
+        # atomic: a crash or a full disk mid-save leaves the previous file, never a truncated one
+        atomic_write(path, lambda f: f.write(json.dumps(self._gate.state()).encode()))
         return path
 
     def _calibrate_gate(self, observations: list[dict[str, Any]]) -> None:
@@ -128,7 +150,7 @@ class GateMixin:
         if not queries or not cache:
             return
         candidates = top_m_candidates(len(cache), sel.score_top_m, [e.utility for e in cache])
-        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+        params = SCORING_PARAMS
 
         def engine(prompts):  # a failed request gives None rows: that skill's score is NaN
             outputs = self._generate_all(prompts, params, sel.scoring_timeout_s)

@@ -7,7 +7,9 @@ by ``arise.library.load_from``. Fields: "skill" (the five-field document; requir
 estimate needs}, "ig_exact", "ig_step"; and, computed at export and ignored on load, "uplift",
 "uplift_se", "ig_proxy", "mean_reward", "success_rate". A line that is a bare skill document
 (the seed-skill format) is read as {"skill": line}. The library-wide settings and global reward
-statistics are not part of the file: the loading run's config gives the settings.
+statistics are not part of the file: the loading run's config gives the settings. Each skill must
+meet the schema of a summarised skill (:meth:`SkillDoc.validate`: field lengths, 2-3 steps, at most
+220 characters); one that does not is an error naming the line and the field, not clipped.
 
 Framework free: stdlib.
 """
@@ -23,6 +25,7 @@ from typing import Any
 from .library import SkillLibrary
 from .library_entry import ORIGINS, TIERS, SkillEntry, StepEvents, dup_key
 from .library_store import LibraryFormatError, check_int, check_number, entry_from_record
+from .skill import SkillDoc
 from .store import atomic_write
 
 __all__ = ["export_jsonl", "export_rows", "library_from_jsonl", "load_library_file"]
@@ -38,6 +41,8 @@ _COUNT_FIELDS = {
     "uplift_weight": float,
     "uplift_wdiff": float,
     "uplift_wvar": float,
+    "uplift_sato_p": float,
+    "uplift_sato_q": float,
 }
 _DERIVED_FIELDS = ("uplift", "uplift_se", "ig_proxy", "mean_reward", "success_rate")
 _LINE_FIELDS = (
@@ -137,6 +142,15 @@ def _record_from_line(obj: Any) -> dict[str, Any]:
                 raise ValueError("field 'skill.method': must be a list of strings")
         elif not isinstance(doc[name], str):
             raise ValueError(f"field 'skill.{name}': must be a string, got {type(doc[name]).__name__}")
+    try:  # the schema every summarised skill meets (field lengths, 2-3 steps, the 220-char document)
+        SkillDoc.from_dict(doc)
+    except ValueError as e:
+        message = str(e)
+        raise ValueError(
+            message.replace("field '", "field 'skill.", 1)
+            if message.startswith("field '")
+            else f"field 'skill': {message}"
+        ) from e
     tier = obj.get("tier", "cache")
     if tier not in TIERS:
         raise ValueError(f"field 'tier': must be one of {TIERS}, got {tier!r}")
@@ -163,6 +177,8 @@ def _record_from_line(obj: Any) -> dict[str, Any]:
             record[name] = check_number(value, f"counts.{name}")
     if record["success_count"] > record["usage_count"]:
         raise ValueError("field 'counts.success_count': more successes than uses")
+    if "uplift_sato_q" not in counts:  # an older export: no Sato sums, so its uplift restarts (counts kept)
+        record.update(uplift_groups=0, uplift_weight=0.0, uplift_wdiff=0.0, uplift_wvar=0.0)
     prov = _object(obj.get("provenance", {"origin": "external"}), "provenance", _PROVENANCE_FIELDS)
     origin = prov.get("origin", "external")
     if origin not in ORIGINS:

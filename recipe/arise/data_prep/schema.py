@@ -17,6 +17,12 @@ Pure Python + pyarrow.  The scripts import these names through :mod:`recipe.aris
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import pyarrow as pa
 
 # --------------------------------------------------------------------------------------
@@ -25,14 +31,29 @@ import pyarrow as pa
 
 #: The single instruction appended to every problem (train and eval, all datasets).
 INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+#: The instruction of the tool-use data (``--tool python``): the same task, the Python tool named (the
+#: tool agent gives the model the tool's schema; this sentence says the tool may be used at all).
+TOOL_INSTRUCTIONS = {
+    "python": (
+        "You may run Python code with the `python` tool (numpy and sympy are available) to compute or "
+        "check a step. " + INSTRUCTION
+    ),
+}
 
 ABILITY = "math"
 REWARD_STYLE = "rule"
 
 
-def build_prompt_content(problem: str) -> str:
-    """``problem.strip() + "\\n" + INSTRUCTION``."""
-    return problem.strip() + "\n" + INSTRUCTION
+def build_prompt_content(problem: str, tool: str | None = None) -> str:
+    """``problem.strip() + "\\n" + INSTRUCTION`` (``tool``: that tool's instruction instead)."""
+    return problem.strip() + "\n" + (TOOL_INSTRUCTIONS[tool] if tool else INSTRUCTION)
+
+
+def for_tool(row: dict, tool: str | None) -> dict:
+    """The row with the tool-use instruction (``--tool``): only the user turn changes."""
+    if not tool:
+        return row
+    return {**row, "prompt": [{"role": "user", "content": build_prompt_content(row["extra_info"]["question"], tool)}]}
 
 
 # --------------------------------------------------------------------------------------
@@ -90,7 +111,11 @@ def make_row(
     index: int,
     extra: dict | None = None,
 ) -> dict:
-    """Build one verl RL row. ``extra`` keys must be in EXTRA_INFO_KEYS; missing ones become null."""
+    """Build one verl RL row. ``extra`` keys must be in EXTRA_INFO_KEYS; missing ones become null.
+    An empty problem or ground truth raises ValueError (:func:`row_faults`): no converter writes one."""
+    faults = row_faults([{"role": "user", "content": problem}], {"ground_truth": ground_truth})
+    if faults:
+        raise ValueError(f"{data_source} {split} row {index}: " + "; ".join(faults))
     extra = dict(extra or {})
     unknown = set(extra) - set(EXTRA_INFO_KEYS)
     if unknown:
@@ -149,3 +174,108 @@ def reindex(rows: list[dict]) -> list[dict]:
 
 def rows_to_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+# --------------------------------------------------------------------------------------
+# Row checks: the converters (make_row), the preflight and the training's dataset
+# (recipe.arise.adapters.dataset) refuse the same rows
+# --------------------------------------------------------------------------------------
+
+GROUND_TRUTH_FIELD = "reward_model.ground_truth"
+
+
+class DataRowError(ValueError):
+    """A data file holds rows a run must not take (:func:`row_faults`)."""
+
+
+@dataclass(frozen=True)
+class RowFault:
+    file: str
+    row: int | None  # 0-based row in the file; None: the whole file (a missing column)
+    what: str  # "field: reason"
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.what}" if self.row is None else f"{self.file} row {self.row}: {self.what}"
+
+
+def _blank(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, list | tuple):
+        return all(_blank(v) for v in value)
+    return False
+
+
+def row_faults(prompt: Any, reward_model: Any, prompt_key: str = "prompt") -> list[str]:
+    """``"field: reason"`` for each reason a row is unusable. Without a ground truth every
+    trajectory of the row is graded 0, a constant reward that trains nothing; an empty prompt
+    trains on the chat template alone."""
+    faults = []
+    if not isinstance(prompt, list | tuple) or not prompt:
+        faults.append(f"{prompt_key}: no messages")
+    elif all(not isinstance(m, dict) or _blank(m.get("content")) for m in prompt):
+        faults.append(f"{prompt_key}: every message's content is empty")
+    truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
+    if truth is None:
+        faults.append(f"{GROUND_TRUTH_FIELD}: missing")
+    elif _blank(truth):
+        faults.append(f"{GROUND_TRUTH_FIELD}: empty")
+    return faults
+
+
+def _read_columns(path: str, columns: list[str]) -> tuple[int, dict[str, list]]:
+    """The row count and those of ``columns`` the file has (parquet, JSON lines, a JSON list)."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        present = [c for c in columns if c in pq.read_schema(path).names]
+        table = pq.read_table(path, columns=present)
+        return table.num_rows, {c: table.column(c).to_pylist() for c in present}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("["):
+        rows = json.loads(text)
+    else:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    present = [c for c in columns if any(c in r for r in rows)]
+    return len(rows), {c: [r.get(c) for r in rows] for c in present}
+
+
+def file_row_faults(
+    path: str | os.PathLike,
+    prompt_key: str = "prompt",
+    count_tokens: Callable[[list], int] | None = None,
+    max_tokens: int | None = None,
+    shown_as: str | None = None,
+) -> tuple[int, list[RowFault]]:
+    """The file's row count and its unusable rows (:func:`row_faults`). With ``count_tokens``, a
+    prompt over ``max_tokens`` is one too: verl 0.9.1's agent loop left-truncates it silently,
+    whatever ``data.truncation`` says. ``shown_as``: the file's name in the faults."""
+    path = os.fspath(path)
+    name = shown_as or path
+    try:
+        n, cols = _read_columns(path, [prompt_key, "reward_model"])
+    except (OSError, ValueError, pa.ArrowException) as error:  # a truncated or empty file, bad JSON
+        return 0, [RowFault(name, None, f"unreadable: {type(error).__name__}: {error}")]
+    missing = [(c, f) for c, f in ((prompt_key, prompt_key), ("reward_model", GROUND_TRUTH_FIELD)) if c not in cols]
+    if missing:
+        return n, [RowFault(name, None, f"{field}: no '{column}' column") for column, field in missing]
+    faults = []
+    for i, (prompt, reward_model) in enumerate(zip(cols[prompt_key], cols["reward_model"], strict=True)):
+        found = row_faults(prompt, reward_model, prompt_key)
+        if not found and count_tokens is not None and (tokens := count_tokens(prompt)) > max_tokens:
+            found = [
+                f"{prompt_key}: {tokens} tokens > data.max_prompt_length {max_tokens} "
+                "(data.truncation=error, data.filter_overlong_prompts=False)"
+            ]
+        faults += [RowFault(name, i, what) for what in found]
+    return n, faults
+
+
+def describe_faults(faults: list[RowFault], rows: int, limit: int = 10) -> str:
+    """One message for a refusal: how many faults, and the first ``limit`` (file, row, field: reason)."""
+    shown = "; ".join(str(f) for f in faults[:limit])
+    more = f"; ... and {len(faults) - limit} more" if len(faults) > limit else ""
+    return f"{len(faults)} unusable data row(s) or column(s) in {rows} rows: {shown}{more}"

@@ -9,8 +9,10 @@ import json
 import os
 import shutil
 import time
+import zipfile
 from pathlib import Path
 
+from recipe.arise.core.store import atomic_write
 from recipe.arise.tools.preflight_common import (
     ADAMW_BYTES_PER_PARAM,
     ALLOW_CONFIG_CHANGE,
@@ -101,6 +103,92 @@ def saved_settings(root: Path, folder: Path) -> tuple[dict | None, str]:
     return None, ""
 
 
+TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of the step resume_mode=auto resumes
+LIBRARY = Path("arise") / "library.parquet"
+GATE = Path("arise") / "gate.json"
+
+
+def _torch_file_problem(path: Path) -> str | None:
+    """Why a ``torch.save`` file cannot be loaded, or None. torch writes a zip archive whose directory
+    is at its end, so a truncated file fails to open as one without reading the tensors."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head == b"PK":
+        try:
+            zipfile.ZipFile(path).close()
+        except (zipfile.BadZipFile, OSError, ValueError) as error:
+            return f"truncated or damaged ({error})"
+        return None
+    if head[:1] == b"\x80":  # torch's legacy (pickle) format: not checked
+        return None
+    return "empty" if not head else "not a torch file"
+
+
+def unreadable_files(folder: Path, arise: bool) -> list[str]:
+    """``path: why`` for each file of checkpoint ``folder`` its resume would fail to read: verl's
+    ``data.pt`` and ``actor/*.pt`` (opened as archives, tensors not read) and, when the run restores
+    ARISE's state (``arise``), ``arise/library.parquet`` (read whole, page checksums verified) and
+    ``arise/gate.json``; ``arise/config.yaml`` always (the preflight compares its settings)."""
+    from omegaconf import OmegaConf
+
+    from recipe.arise.core.library import SkillLibrary
+
+    problems = []
+    torch_files = [folder / "data.pt"] + sorted((folder / "actor").glob("*.pt"))
+    for path in torch_files:
+        if path.is_file():
+            why = _torch_file_problem(path)
+            if why:
+                problems.append(f"{path}: {why}")
+    if arise and (folder / LIBRARY).is_file():  # the trainer says itself when there is none
+        try:
+            SkillLibrary.load(folder / LIBRARY)
+        except Exception as error:  # LibraryFormatError names the file
+            problems.append(str(error))
+        if (folder / GATE).is_file():
+            try:
+                sigma = float(json.loads((folder / GATE).read_text())["sigma"])
+                if not 0 < sigma < float("inf"):
+                    raise ValueError(f"sigma {sigma}")
+            except (OSError, ValueError, TypeError, KeyError) as error:
+                problems.append(f"{folder / GATE}: {type(error).__name__}: {error}")
+    if (folder / STEP_CONFIG).is_file():
+        try:
+            OmegaConf.load(folder / STEP_CONFIG)
+        except Exception as error:
+            problems.append(f"{folder / STEP_CONFIG}: {type(error).__name__}: {error}")
+    return problems
+
+
+def last_intact_checkpoint(root: Path, before: int, arise: bool) -> tuple[int, Path] | None:
+    """The newest ``global_step_M`` (M < before) with its actor/ (retention removes it) and readable files."""
+    steps = []
+    for folder in root.glob("global_step_*"):
+        suffix = folder.name.removeprefix("global_step_")
+        if suffix.isdigit() and int(suffix) < before and (folder / "actor").is_dir():
+            steps.append((int(suffix), folder))
+    for step, folder in sorted(steps, reverse=True):
+        if not unreadable_files(folder, arise):
+            return step, folder
+    return None
+
+
+def _resume_fix(root: Path, before: int, arise: bool) -> str:
+    good = last_intact_checkpoint(root, before, arise)
+    if good is None:
+        return (
+            f"no earlier intact checkpoint in {root}: trainer.resume_mode=disable (starts from step 0), "
+            "or a new run folder (EXPERIMENT=<name> or CKPT_DIR=<dir>)"
+        )
+    step, folder = good
+    # moving the damaged folder aside is not enough: verl's auto resume then finds no folder for the
+    # tracker's step and starts from step 0
+    return (
+        f"resume {folder.name}, the last intact checkpoint: trainer.resume_mode=resume_path "
+        f"trainer.resume_from_path={folder} (or `echo {step} > {root / TRACKER}`: the next launches resume it)"
+    )
+
+
 def check_resume(cfg) -> list[Finding]:
     """What this launch resumes, and whether its settings match the checkpoint's."""
     trainer = cfg.trainer
@@ -108,6 +196,8 @@ def check_resume(cfg) -> list[Finding]:
         return []
     root = checkpoint_root(cfg)
     mode = str(trainer.get("resume_mode", "auto"))
+    # the trainer restores ARISE's library and gate from the checkpoint (recipe.arise.adapters.trainer)
+    arise = bool(select(cfg, "arise.enable", False)) and bool(select(cfg, "arise.library.from_checkpoint", True))
     if mode == "resume_path":
         folder = Path(os.path.abspath(str(trainer.get("resume_from_path") or "")))
         try:
@@ -127,6 +217,18 @@ def check_resume(cfg) -> list[Finding]:
                 ]
             return []
         if found is None:
+            tracker = root / TRACKER
+            if tracker.is_file():  # verl fails on a damaged tracker, and starts from 0 when its folder is gone
+                text = tracker.read_text(errors="replace").strip()
+                step = int(text) if text.isdigit() else None
+                what = f"step {step}, whose folder is missing" if step is not None else f"unreadable ({text[:40]!r})"
+                return [
+                    Finding(
+                        "ERROR",
+                        f"checkpoints: verl's {tracker}: {what}",
+                        _resume_fix(root, step if step is not None else 1 << 62, arise),
+                    )
+                ]
             return [Finding("OK", f"checkpoints: {root} holds none, a new run from step 0")]
         step, folder = found
     total = trainer.get("total_training_steps")
@@ -138,6 +240,16 @@ def check_resume(cfg) -> list[Finding]:
             + (f", written with the settings in {source}" if source else ", whose settings were not recorded"),
         )
     ]
+    if folder.is_dir():
+        problems = unreadable_files(folder, arise)
+        if problems:
+            findings.append(
+                Finding(
+                    "ERROR",
+                    f"resume: {folder} is damaged (a crash or a full disk while saving?): " + "; ".join(problems),
+                    _resume_fix(folder.parent, step, arise),
+                )
+            )
     if saved is None:
         return findings
     changes = setting_changes(saved, resume_settings(cfg))
@@ -292,9 +404,8 @@ def record_launch(cfg, out=None) -> Path | None:
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception:
         data = OmegaConf.to_container(cfg, resolve=False)
-    tmp = path.with_suffix(".yaml.tmp")
-    OmegaConf.save(OmegaConf.create(data), tmp)
-    os.replace(tmp, path)
+    text = OmegaConf.to_yaml(OmegaConf.create(data))
+    atomic_write(path, lambda f: f.write(text.encode()))
     found = latest_checkpoint(root) if str(cfg.trainer.get("resume_mode", "auto")) == "auto" else None
     with open(root / "launches.jsonl", "a", encoding="utf-8") as f:
         line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "resumed_step": found[0] if found else 0}

@@ -1,22 +1,36 @@
 """Is ARISE alive in this run, or silently plain GRPO? A verdict from verl's metrics file(s).
 
-    python -m recipe.arise.tools.verdict [--scale auto|tiny|gpu] [--launch-only] METRICS.jsonl [MORE.jsonl ...]
+    python -m recipe.arise.tools.verdict [--expect arise|grpo] [--scale auto|tiny|gpu] [--launch-only]
+        [--config RUN_CONFIG.yaml] RUN_DIR | METRICS.jsonl [MORE.jsonl ...]
 
 ``run_scripts/gpu_check.sh`` prints it after ~10 steps on the user's GPUs, ``run_scripts/
 cpu_smoke_arise.sh`` after the tiny CPU run. One line per check: metric, value, threshold, status
 (OK / WARN / FAIL, or INFO where the scale cannot judge it) and what to do. The checks are the ways
-ARISE can degrade to GRPO without an error: the skill scoring fails, no skill is ever injected, the
-confidence gate rejects everything (or, calibrated, misses its target pass rate), the summaries
-never parse (the library does not grow), no Phase II group mixes R=1 and R=2 (the hierarchical
-reward then gives the binary reward's gradient), and rollout and actor disagree on the log-probs
-(the update is off-policy); plus ARISE's share of the step time. Exit status 1 when a check FAILs, else 0.
+ARISE can degrade to GRPO without an error: ARISE logs nothing (the run was plain GRPO) or does
+nothing, the skill scoring fails, no skill is ever injected, the confidence gate rejects everything
+(or, calibrated, misses its target pass rate), the summaries never parse (the library does not
+grow), no Phase II group mixes R=1 and R=2 (the hierarchical reward then gives the binary reward's
+gradient), and rollout and actor disagree on the log-probs (the update is off-policy); plus ARISE's
+share of the step time.
+
+``--expect arise`` (the default): metrics without any ``arise/*`` key FAIL (the run was plain GRPO).
+``--expect grpo`` (a baseline, ``arise.enable=false``): no ``arise/*`` key is the expected outcome,
+"ARISE was off in this run (plain GRPO): nothing to judge"; ``arise/*`` keys FAIL. Exit status: 0 OK
+or WARN (or ARISE off as expected), 1 FAIL, 2 the metrics could not be read (no such file or
+folder, no metrics file in the folder, no parseable step).
 
 Scales: ``gpu`` holds the paper's regime to the paper's numbers (skill use 42-89 %, summaries
 parsed > 85 %); ``tiny`` (the CPU smoke run: a 0.4 M-parameter model, 6 steps) fails only what no
 healthy tiny run shows (no skill used in >= 3 Phase II steps, scoring failing) and marks the rest
-INFO. ``auto``: tiny below 64 trajectories per step. Metrics files: each one with the earlier
-launches' parts (``metrics.launchN.jsonl``, :func:`recipe.arise.tools.report.metrics_launches`) unless
-``--launch-only``; later files' steps replace earlier ones.
+INFO. ``auto``: tiny below 64 trajectories per step (``arise/trajectories``, else the run's config:
+``data.train_batch_size`` x ``actor_rollout_ref.rollout.n``; tiny when neither says). Inputs: a run
+folder (its ``metrics.jsonl``, :func:`recipe.arise.tools.report.find_metrics`) or metrics files,
+each one with the earlier launches' parts (``metrics.launchN.jsonl``,
+:func:`recipe.arise.tools.report.metrics_launches`) unless ``--launch-only``; later files' steps
+replace earlier ones. The run's config (the newest of ``hydra/.hydra/config.yaml``, the checkpoints'
+``global_step_N/arise/config.yaml`` and the preflight's ``run_config.yaml``, in the run folder or
+the metrics file's folder, or ``--config``) says whether ARISE was on and the batch size
+(:mod:`recipe.arise.tools.verdict_inputs`).
 """
 
 from __future__ import annotations
@@ -25,14 +39,27 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-from recipe.arise.tools.report import read_metrics
+from recipe.arise.tools.verdict_inputs import RunConfig, VerdictInputError, find_config, load, read_config
 
-OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
+OK, WARN, FAIL, INFO, OFF = "OK", "WARN", "FAIL", "INFO", "OFF"  # OFF: ARISE off, as --expect grpo said
+EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them
 TINY_TRAJECTORIES = 64  # auto scale: fewer trajectories per step is the tiny CPU run
 GATE_TOLERANCE = 0.15  # the calibrated gate's Phase II pass rate vs its target (docs/design.md)
+# what ARISE does in a step: any of them > 0 in some step is ARISE activity
+ACTIVITY_KEYS = (
+    "arise/summary_attempts",
+    "arise/new_skills",
+    "arise/scoring_tokens",
+    "arise/gate_pass_rate",
+    "arise/skill_use_rate",
+)
+OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
+# arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool): no sign of ARISE
+RUN_KEYS = frozenset(
+    ("arise/rows_dropped", "arise/val_rows_dropped", "arise/tool_calls", "arise/tool_error_rate", "arise/tool_s")
+)
 
 
 @dataclass
@@ -42,18 +69,11 @@ class Check:
     threshold: str
     status: str
     todo: str = ""
+    headline: str = ""  # the verdict's last line when this check decides it
 
     def line(self) -> str:
         todo = f"  -> {self.todo}" if self.todo and self.status != OK else ""
         return f"[verdict] {self.status:<4} {self.metric:<38} {self.value:<18} ({self.threshold}){todo}"
-
-
-def load(paths: list[str | Path], launch_only: bool = False) -> dict[int, dict[str, float]]:
-    metrics: dict[int, dict[str, float]] = {}
-    for path in paths:
-        rows, _ = read_metrics(path, launches=not launch_only)
-        metrics.update(rows)
-    return metrics
 
 
 def _sum(rows, key) -> float:
@@ -72,9 +92,13 @@ def _weighted(rows, key, weight="arise/trajectories") -> float | None:
     return sum(r.get(key, 0.0) * r.get(weight, 0.0) for r in rows) / total
 
 
-def scale_of(metrics: dict[int, dict[str, float]]) -> str:
+def scale_of(metrics: dict[int, dict[str, float]], config: RunConfig | None = None) -> str:
+    """``tiny`` below TINY_TRAJECTORIES per step (ARISE's own count, else the config's batch), and
+    when nothing says how large the run is: ``gpu`` only on evidence, never for a run of unknown size."""
     per_step = [r["arise/trajectories"] for r in metrics.values() if "arise/trajectories" in r]
-    return "tiny" if per_step and max(per_step) < TINY_TRAJECTORIES else "gpu"
+    if not per_step and config is not None and config.trajectories is not None:
+        per_step = [config.trajectories]
+    return "gpu" if per_step and max(per_step) >= TINY_TRAJECTORIES else "tiny"
 
 
 def gate_target_check(p2: list[dict[str, float]], target: float) -> Check:
@@ -100,10 +124,108 @@ def gate_target_check(p2: list[dict[str, float]], target: float) -> Check:
     )
 
 
-def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Check]:
-    """The checks on a run's metrics ``{step: {key: value}}``."""
+def expectation_checks(rows: list[dict[str, float]], expect: str, config: RunConfig | None) -> list[Check]:
+    """Whether ARISE ran as expected; the run's only check when it was off or ran unexpectedly."""
+    arise_steps = sum(1 for r in rows if any(k.startswith("arise/") and k not in RUN_KEYS for k in r))
+    configured = f" (arise.enable={str(config.arise_enable).lower()} in {config.path})" if config else ""
+    if expect == "grpo":
+        if not arise_steps:
+            return [Check("arise/*", f"absent in {len(rows)} steps", "plain GRPO expected (--expect grpo)", OFF)]
+        return [
+            Check(
+                "arise/*",
+                f"logged in {arise_steps} of {len(rows)} steps",
+                "plain GRPO expected (--expect grpo): none",
+                FAIL,
+                f"ARISE ran in a run meant as plain GRPO{configured}: set arise.enable=false (run_scripts/"
+                "baseline.sh does), or judge it as ARISE (--expect arise)",
+                "ARISE ran in this run, but plain GRPO was expected (--expect grpo)",
+            )
+        ]
+    if arise_steps:
+        return []
+    off = config is not None and config.arise_enable is False
+    return [
+        Check(
+            "arise/*",
+            f"absent in {len(rows)} steps",
+            "an ARISE run logs arise/* every step",
+            FAIL,
+            (f"ARISE was off{configured}" if off else "the run did not go through ARISE's trainer (trainer: arise)")
+            + "; for a plain GRPO baseline: --expect grpo",
+            "no ARISE activity in these metrics (no arise/* key): "
+            + ("ARISE was off in this run" if off else "this run was plain GRPO")
+            + ", but an ARISE run was expected",
+        )
+    ]
+
+
+def activity_check(arise_rows: list[dict[str, float]], p2: list[dict[str, float]]) -> Check:
+    """ARISE logs its metrics but does nothing: no summary rollout, no skill scored or injected."""
+    attempts = _sum(arise_rows, "arise/summary_attempts")
+    new = _sum(arise_rows, "arise/new_skills")
+    used = sum(r.get("arise/skill_use_rate", 0.0) * r.get("arise/trajectories", 0.0) for r in p2)
+    active = any(_sum(arise_rows, k) > 0 for k in ACTIVITY_KEYS)
+    if active:
+        status = OK
+    else:  # Phase I without summaries is an ablation's normal (no_summary); Phase II always scores
+        status = FAIL if p2 else WARN if len(arise_rows) >= MIN_PHASE2_STEPS else INFO
+    return Check(
+        "arise activity",
+        f"{attempts:.0f} summaries, {new:.0f} new skills, {used:.0f} skill uses",
+        "FAIL: none in Phase II",
+        status,
+        "ARISE logs its metrics but neither summarises, scores nor injects: see the run log ('[arise]', "
+        "'scoring', 'summary') and arise.summary.enable, arise.selection",
+        ""
+        if active
+        else f"no ARISE activity in {len(arise_rows)} ARISE steps ({len(p2)} in Phase II): no summary, no skill "
+        "scored or injected",
+    )
+
+
+def tool_checks(rows: list[dict[str, float]]) -> list[Check]:
+    """A tool run's (TOOL=python) calls and errors, ARISE on or off; [] for a run without the tool."""
+    tool_rows = [r for r in rows if "arise/tool_calls" in r]
+    if not tool_rows:
+        return []
+    calls = _mean(tool_rows, "arise/tool_calls") or 0.0
+    checks = [
+        Check(
+            "arise/tool_calls",
+            f"{calls:.2f} per trajectory over {len(tool_rows)} steps",
+            "> 0 in a tool run",
+            OK if calls > 0 else FAIL,
+            "the model never called the tool: the tool-call format (multi_turn.format), the tool schema in "
+            "the prompt (multi_turn.tool_config_path), the tool-use data (data_prep --tool python)",
+            "" if calls > 0 else "a tool run whose model never called the tool",
+        )
+    ]
+    called = [r for r in tool_rows if r.get("arise/tool_calls", 0.0) > 0]
+    if called:
+        errors = _mean(called, "arise/tool_error_rate") or 0.0
+        checks.append(
+            Check(
+                "arise/tool_error_rate",
+                f"{errors:.2f}",
+                "WARN > 0.5",
+                WARN if errors > 0.5 else OK,
+                "most tool calls fail: the tool's messages in the rollouts; its limits (docs/sandbox.md)",
+            )
+        )
+    return checks
+
+
+def judge(
+    metrics: dict[int, dict[str, float]],
+    scale: str = "auto",
+    expect: str = "arise",
+    config: RunConfig | None = None,
+) -> list[Check]:
+    """The checks on a run's metrics ``{step: {key: value}}``; ``expect``: ``arise`` or ``grpo``
+    (ARISE off); ``config``: what the run's config says (quoted when ARISE was off)."""
     if scale == "auto":
-        scale = scale_of(metrics)
+        scale = scale_of(metrics, config)
     tiny = scale == "tiny"
     steps = sorted(metrics)
     rows = [metrics[s] for s in steps]
@@ -114,11 +236,21 @@ def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Che
 
     if not rows:
         return [Check("metrics", "no steps", "at least 1 logged step", FAIL, "the run logged nothing: see its log")]
-    if not arise_rows:
-        checks.append(
-            Check("arise/phase", "absent", "arise.enable=true", INFO, "plain GRPO (arise.enable=false): no ARISE check")
-        )
-    elif not p2:
+    expected = expectation_checks(rows, expect, config)
+    if expected:  # ARISE off (expected or not) or ARISE where GRPO was expected: nothing of ARISE to judge
+        return expected + tool_checks(rows)
+    if not arise_rows:  # arise/* keys without arise/phase: not a layout this trainer writes
+        return [
+            Check(
+                "arise/phase",
+                "absent",
+                "logged every ARISE step",
+                FAIL,
+                "arise/* keys without arise/phase: not the metrics of recipe.arise's trainer",
+                "no ARISE step in these metrics (no arise/phase)",
+            )
+        ]
+    if not p2:
         checks.append(
             Check(
                 "arise/phase",
@@ -130,6 +262,8 @@ def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Che
         )
     else:
         checks.append(Check("arise/phase", f"{len(p2)} Phase II steps", f">= {MIN_PHASE2_STEPS} to judge rates", OK))
+    checks.append(activity_check(arise_rows, p2))
+    checks += tool_checks(rows)
 
     if p2:
         # -- scoring failures: a failed group goes unaided (no skill), the run continues as GRPO
@@ -291,28 +425,51 @@ def judge(metrics: dict[int, dict[str, float]], scale: str = "auto") -> list[Che
     return checks
 
 
+def outcome(checks: list[Check]) -> tuple[str, str, int]:
+    """The verdict's status, its sentence and the exit status."""
+    # ARISE off as expected; a tool run's own checks may sit beside the OFF line
+    if any(c.status == OFF for c in checks) and all(c.status in (OFF, OK) for c in checks):
+        return OFF, OFF_SENTENCE, EXIT_OK
+    worst = FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else OK
+    headline = next((c.headline for c in checks if c.status == worst and c.headline), "")
+    default = {OK: "ARISE is alive", WARN: "see the WARN lines", FAIL: "see the FAIL lines"}[worst]
+    return worst, headline or default, EXIT_FAIL if worst == FAIL else EXIT_OK
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("metrics", nargs="+", help="verl file-tracker jsonl file(s), oldest first")
+    p = argparse.ArgumentParser(
+        prog="python -m recipe.arise.tools.verdict",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "metrics", nargs="+", help="a run folder (holding metrics.jsonl) or verl file-tracker jsonl files, oldest first"
+    )
+    p.add_argument(
+        "--expect",
+        choices=("arise", "grpo"),
+        default="arise",
+        help="arise (default): no ARISE activity FAILs; grpo: a baseline, ARISE must be off",
+    )
     p.add_argument("--scale", choices=("auto", "tiny", "gpu"), default="auto")
     p.add_argument("--launch-only", action="store_true", help="not the earlier launches' metrics.launchN.jsonl")
+    p.add_argument("--config", default=None, help="the run's config (default: found in the run folder)")
     args = p.parse_args(argv)
     try:
         metrics = load(args.metrics, args.launch_only)
-    except OSError as error:
-        print(f"[verdict] FAIL cannot read the metrics: {error}", file=sys.stderr)
-        return 1
-    scale = scale_of(metrics) if args.scale == "auto" else args.scale
-    checks = judge(metrics, scale)
+        config = read_config(args.config) if args.config else find_config(args.metrics)
+    except VerdictInputError as error:
+        print(f"[verdict] cannot read the metrics: {error}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    scale = scale_of(metrics, config) if args.scale == "auto" else args.scale
+    checks = judge(metrics, scale, args.expect, config)
     steps = sorted(metrics)
-    span = f"steps {steps[0]}-{steps[-1]}" if steps else "no steps"
-    print(f"[verdict] {', '.join(str(m) for m in args.metrics)}: {span}, scale {scale}")
+    print(f"[verdict] {', '.join(str(m) for m in args.metrics)}: steps {steps[0]}-{steps[-1]}, scale {scale}")
     for c in checks:
         print(c.line())
-    worst = FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else OK
-    summary = {OK: "ARISE is alive", WARN: "see the WARN lines", FAIL: "see the FAIL lines"}[worst]
-    print(f"[verdict] {worst}: {summary}")
-    return 1 if worst == FAIL else 0
+    status, sentence, code = outcome(checks)
+    print(f"[verdict] {status}: {sentence}")
+    return code
 
 
 if __name__ == "__main__":
