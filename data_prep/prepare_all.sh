@@ -3,8 +3,9 @@
 #
 #   bash data_prep/prepare_all.sh                       # from the HF hub (needs `datasets` + network)
 #   bash data_prep/prepare_all.sh --local ../shared/data/raw   # from local raw files (offline)
+#   bash data_prep/prepare_all.sh --tool python         # tool-use prompts (DATA_DIR default: ~/data/arise_tool)
 #
-# Output (DATA_DIR defaults to $HOME/data/arise):
+# Output (DATA_DIR defaults to $HOME/data/arise, with --tool $HOME/data/arise_tool):
 #   $DATA_DIR/train/deepscaler.parquet
 #   $DATA_DIR/eval/{aime24,aime25,amc23,math500,omni_math}.parquet
 #   $DATA_DIR/eval/omni_math_{algebra,number_theory,combinatorics,geometry}.parquet
@@ -12,21 +13,26 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DATA_DIR="${DATA_DIR:-$HOME/data/arise}"
+DATA_DIR="${DATA_DIR:-}"
 PYTHON="${PYTHON:-python3}"
 ON_BAD="${ON_BAD:-skip}"
 LOCAL=""
+TOOL=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --local) LOCAL="$2"; shift 2 ;;
     --local=*) LOCAL="${1#--local=}"; shift ;;
     --out|--data-dir) DATA_DIR="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --tool) TOOL="$2"; shift 2 ;;
+    --tool=*) TOOL="${1#--tool=}"; shift ;;
+    -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 
+# tool-use data has its own default folder: the plain run scripts must never read it by accident
+DATA_DIR="${DATA_DIR:-$HOME/data/arise${TOOL:+_tool}}"
 mkdir -p "$DATA_DIR/train" "$DATA_DIR/eval"
 DATA_DIR="$(cd "$DATA_DIR" && pwd)"
 if [[ -n "$LOCAL" ]]; then RAW="$(cd "$LOCAL" && pwd)"; fi  # resolve before leaving the caller's cwd
@@ -36,6 +42,7 @@ run() {  # run <module> <outdir> [local-path] [extra args...]
   local mod="$1" out="$2" src="${3:-}"; shift 3 || shift $#
   local args=(--out "$out" --on-bad "$ON_BAD")
   if [[ -n "$src" ]]; then args+=(--local "$src"); fi
+  if [[ -n "$TOOL" ]]; then args+=(--tool "$TOOL"); fi
   echo "==> python -m recipe.arise.data_prep.$mod ${args[*]} $*"
   "$PYTHON" -m "recipe.arise.data_prep.$mod" "${args[@]}" "$@"
 }

@@ -3,11 +3,12 @@
 # entry, data, budget, dynamic sampling (algorithm.filter_groups) and grader as ARISE; each method
 # is verl's own config keys on top (docs/gpu.md: baselines).
 # usage: METHOD=grpo|drgrpo|dapo|gspo MODEL_PATH=... run_scripts/baseline.sh [hydra overrides]
+# TOOL=python: the same baseline with the Python tool (the tool agent, ARISE off; common.sh)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH}"
 METHOD=${METHOD:-grpo}
-EXPERIMENT=${EXPERIMENT:-$METHOD${PRESET:+_$PRESET}} # checkpoints/arise_<model>/<method>[_<preset>]
+EXPERIMENT=${EXPERIMENT:-$METHOD${TOOL:+_tool}${PRESET:+_$PRESET}} # checkpoints/arise_<model>/<method>[_tool][_<preset>]
 source "$HERE/common.sh"
 OVERLONG_BUFFER=${OVERLONG_BUFFER:-$((MAX_RESPONSE / 5))} # DAPO's L_cache / L_max = 4096 / 20480
 case "$METHOD" in

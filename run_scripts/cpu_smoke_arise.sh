@@ -12,35 +12,50 @@
 #   cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2  BATCH=4  GROUP=4  LR=1e-4  PYTHON=python
 #   VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl (a resumed launch moves the previous one's file to
 #   metrics.launchN.jsonl)  ARISE=true|false (false: plain GRPO baseline through the same code path)
-# It ends with `python -m recipe.arise.tools.verdict --scale tiny` on the run's metrics (every launch):
-# exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase II).
+#   TOOL=python: the tool agent (common.sh's TOOL overrides: arise_tool_agent, the sandboxed python
+#   tool) on the tiny tool assets (recipe.arise.cpu.tiny_tool: the warm start also teaches the
+#   tool-call format), in outputs/cpu_smoke_tool (ARISE=false: outputs/cpu_smoke_tool_grpo)
+# It ends with `python -m recipe.arise.tools.verdict --scale tiny --expect arise|grpo` on the run's
+# metrics (every launch): exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase
+# II, or no ARISE activity at all), 2 when the metrics cannot be read; ARISE=false expects ARISE off.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 ARISE=${ARISE:-true}
 case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARISE" >&2; exit 2 ;; esac
 # the GRPO run has its own folder: it must never resume the ARISE run's checkpoints
-OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke$([ "$ARISE" = true ] || echo _grpo)}")
+TOOL=${TOOL:-}
+case "$TOOL" in "" | python) ;; *) echo "TOOL must be python or unset, got $TOOL" >&2; exit 2 ;; esac
+OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke${TOOL:+_tool}$([ "$ARISE" = true ] || echo _grpo)}")
 TINY_DIR=${TINY_DIR:-}
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
+TINY_MODULE=recipe.arise.cpu.tiny${TOOL:+_tool} # the tool assets' warm start also teaches the tool-call format
+if [ -n "$TOOL" ]; then
+  # the prompt holds the tool list (~190 tokens, ~260 with a skill); the summary prompt has none,
+  # so its room shrinks: 288 + 256 + max(288, 480) = 1,024, the tiny model's positions. The tiny
+  # model calls once and answers; a tool result is one number: 2 results x 64 fit the response.
+  export MAX_PROMPT=${MAX_PROMPT:-288} SUMMARY_ROOM=${SUMMARY_ROOM:-480}
+  export TOOL_TURNS=${TOOL_TURNS:-3} TOOL_RESPONSE=${TOOL_RESPONSE:-64}
+fi
 
 if [ -n "$TINY_DIR" ]; then
   TINY=$(abspath "$TINY_DIR")
   if [ "${PRINT_OVERRIDES:-0}" != 1 ] && [ ! -f "$TINY/tiny_assets.json" ]; then
     echo "[cpu_smoke] building the tiny model, tokenizer and dataset in $TINY"
-    "$PYTHON" -m recipe.arise.cpu.tiny "$TINY"
+    "$PYTHON" -m "$TINY_MODULE" "$TINY"
   fi
 elif [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
-  TINY=/tiny  # printing the overrides builds nothing
+  # printing the overrides builds nothing: a stand-in the preflight knows (preflight_common.TINY_PLACEHOLDER)
+  TINY=/arise-tiny-assets-built-at-launch
 else
   # the default assets live in a content-keyed cache (~/.cache/arise, $ARISE_CACHE): built once
   echo "[cpu_smoke] the tiny model, tokenizer and dataset (built locally on first use, ~1-2 min)"
-  TINY=$("$PYTHON" -m recipe.arise.cpu.tiny --cached | tail -n 1)
+  TINY=$("$PYTHON" -m "$TINY_MODULE" --cached | tail -n 1)
   echo "[cpu_smoke] tiny assets: $TINY"
 fi
 
-export PYTHON CPU=1
+export PYTHON TOOL CPU=1
 export MODEL_PATH="$TINY/model" TRAIN_FILES="$TINY/data/train.parquet" VAL_FILES="$TINY/data/val.parquet"
 export TRAIN_BATCH=${BATCH:-4} GROUP_SIZE=${GROUP:-4} LR=${LR:-1e-4}
 export LR_WARMUP_STEPS=0 LR_SCHEDULER=constant # a few steps: no warm-up, no decay
@@ -65,8 +80,10 @@ fi
 started=$SECONDS
 bash "$ROOT/run_scripts/arise.sh" "${ARGS[@]}"
 verdict=0
-"$PYTHON" -m recipe.arise.tools.verdict --scale tiny "$VERL_FILE_LOGGER_PATH" || verdict=$?
-cat <<EOF
+"$PYTHON" -m recipe.arise.tools.verdict --scale tiny --expect "$([ "$ARISE" = true ] && echo arise || echo grpo)" \
+  "$VERL_FILE_LOGGER_PATH" || verdict=$?
+if [ "$ARISE" = true ]; then
+  cat <<EOF
 [cpu_smoke] done in $((SECONDS - started)) s. Outputs under $OUT_DIR:
   metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
@@ -75,4 +92,12 @@ cat <<EOF
   the library:  $PYTHON -m recipe.arise.tools.inspect_run $OUT_DIR/checkpoints --sort utility
   a report:     $PYTHON -m recipe.arise.tools.report $OUT_DIR
 EOF
+else # plain GRPO: no library, no library log, nothing for ARISE's tools to show
+  cat <<EOF
+[cpu_smoke] done in $((SECONDS - started)) s (plain GRPO, ARISE off). Outputs under $OUT_DIR:
+  metrics (verl's file tracker)          $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
+  checkpoints                            $OUT_DIR/checkpoints/global_step_N
+  full console output (Ray, vLLM, verl)  $LOG_FILE
+EOF
+fi
 exit "$verdict"

@@ -8,14 +8,15 @@ kwargs; library maintenance runs once per global step even with ``parameter_sync
 
 import asyncio
 import json
+import logging
 import math
 from types import SimpleNamespace
 
 import pytest
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
-pytest.importorskip("verl")
-
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
+from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.adapters.trainer import ARISETrainer, _new_step_state  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
@@ -58,17 +59,14 @@ class FakeServer:
 
 
 def make_loop(server, n=4):
-    loop = SimpleNamespace(
-        tokenizer=ByteTokenizer(),
-        apply_chat_template_kwargs={},
+    tokenizer = ByteTokenizer()
+    host = SimpleNamespace(
+        tokenizer=tokenizer,
+        continuous_token_builder=create_continuous_token_builder(tokenizer),
         server_manager=server,
         rollout_config=SimpleNamespace(n=n, val_kwargs=SimpleNamespace(n=1)),
     )
-    loop._select = ARISEAgentLoop._select.__get__(loop)
-    loop._score_group = ARISEAgentLoop._score_group.__get__(loop)
-    loop._score_requests = ARISEAgentLoop._score_requests.__get__(loop)
-    loop._scoring_reads_prefix_cache = ARISEAgentLoop._scoring_reads_prefix_cache.__get__(loop)
-    return loop
+    return SkillLayer(host)
 
 
 def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
@@ -78,7 +76,7 @@ def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
         infos = [TrajectoryInfo(phase=2, validate=validate) for _ in range(n)]
         kwargs = [{"uid": uid, "session_id": s, "global_steps": 9} for s in range(n)]
         chosen = await asyncio.gather(
-            *[loop._select(cfg, snapshot, MESSAGES, kwargs[s], validate, infos[s]) for s in range(n)]
+            *[loop.select(cfg, snapshot, MESSAGES, kwargs[s], validate, infos[s]) for s in range(n)]
         )
         return chosen, infos
 
@@ -164,11 +162,15 @@ def test_flat_scores_are_rejected_by_the_gate():
 
 def test_injected_prompt_must_fit_the_prompt_length():
     class Builder:
-        def build_initial_tokens(self, messages):
+        def build_initial_tokens(self, messages, tools=None):
             return [0] * sum(len(m["content"]) for m in messages)
 
-    loop = SimpleNamespace(continuous_token_builder=Builder(), prompt_length=100, loop=asyncio.new_event_loop())
-    fits = ARISEAgentLoop._fits.__get__(loop)
+    loop = SimpleNamespace(
+        continuous_token_builder=Builder(),
+        rollout_config=SimpleNamespace(prompt_length=100),
+        loop=asyncio.new_event_loop(),
+    )
+    fits = SkillLayer(loop).fits
     assert loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 100}]))
     assert not loop.loop.run_until_complete(fits([{"role": "user", "content": "x" * 101}]))
     loop.loop.close()
@@ -274,7 +276,7 @@ def test_scoring_reads_the_query_prefix_from_the_prefix_cache_with_the_same_scor
     assert scores_of(infos) == expected  # not a single garbage row read
     # one request first, as usual (it computes every row and writes its blocks), then the others read
     # them: the query and the JSON head all skills share
-    assert server.log[0] == (False, 0, True)
+    assert server.log[0] == (False, 0, False)  # no scoring request decodes its prompt (detokenize off)
     assert all(reads and hit > 0 and detok is False for reads, hit, detok in server.log[1 : len(CACHE)])
     scorer = [i for i in infos if i.scorer][0]
     assert scorer.scoring_cached_tokens > len(MESSAGES[0]["content"]) * (len(CACHE) - 1)
@@ -325,7 +327,8 @@ def test_no_cached_token_count_means_no_trust_in_the_cached_rows():
 def test_prefix_cache_scoring_only_on_vllm_with_its_prefix_cache(name, enabled):
     server = PrefixCachingServer()
     run_group(caching_loop(server, name, enabled), WITH_CACHE, uid=f"{name}-{enabled}")
-    assert server.log and all(not reads and detok is True for reads, _, detok in server.log)
+    # vLLM is told not to decode the prompt; SGLang gets no vLLM-only key (it rejects unknown ones)
+    assert server.log and all(not reads and detok is (name != "vllm") for reads, _, detok in server.log)
 
 
 def test_pool_publishes_the_cache_utilities_beside_the_cache():
@@ -394,10 +397,22 @@ def test_summary_prompt_gets_max_traces_and_the_chat_kwargs():
     prompt = bytes(trainer.prompts[0]).decode()
     assert "[SUCCESS #3] t3" in prompt and "[SUCCESS #4]" not in prompt
     assert trainer.tokenizer.chat_kwargs[0] == {"enable_thinking": False}
-    assert stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 1
-    (doc, prov), (fallback_doc, fallback_prov) = new
+    # g2's request failed: counted, and no trace_abstract skill (App. D.1's fallback is for invalid JSON)
+    assert stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 0
+    ((doc, prov),) = new
     assert prov.origin == "json" and prov.step == 5 and prov.uid == "g1" and prov.rewards == (1.0, 1.0, 1.0)
-    assert fallback_prov.origin == "fallback" and fallback_doc.skill_name == "trace_abstract"
+
+
+def test_a_reply_that_is_not_json_falls_back_and_a_failed_request_yields_nothing():
+    from recipe.arise.core.summary import summary_skills
+
+    cfg = ARISEConfig.from_dict({}).summary
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: bytes(ids).decode())
+    groups = [group("g1", ["t1"]), group("g2", ["t2"]), group("g3", ["t3"])]
+    outputs = [list(b"no json here"), asyncio.TimeoutError(), None]
+    new, stats = summary_skills(tok, groups, outputs, 0, cfg, 3, logging.getLogger("test"))
+    assert (stats["parsed"], stats["fallback"], stats["failed"]) == (0, 1, 2)
+    assert [(p.uid, p.origin, d.skill_name) for d, p in new] == [("g1", "fallback", "trace_abstract")]
 
 
 def test_library_maintenance_runs_once_per_global_step():
@@ -474,9 +489,9 @@ def test_the_trainer_waits_for_streamed_summaries_still_running(monkeypatch):
     trainer = streamed_trainer(monkeypatch, pool)
     new, stats = ARISETrainer._streamed_summaries(trainer, step=4)
     assert pool.collects == 3 and pool.ended
-    assert stats["attempts"] == 2 and stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 1
+    assert stats["attempts"] == 2 and stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 0
     assert stats["prompt_tokens"] == 12 and stats["response_tokens"] == len(doc)
-    assert [prov.uid for _, prov in new] == ["g1", "g2"] and new[0][1].origin == "json" and new[0][1].step == 4
+    assert [prov.uid for _, prov in new] == ["g1"] and new[0][1].origin == "json" and new[0][1].step == 4
     assert trainer._step_state["summary_streamed"] == 2
 
 
@@ -491,8 +506,7 @@ def test_a_later_config_reusing_a_freed_id_is_not_served_the_old_arise_config(mo
     """The agent loop parses the ARISE section once per config object, keyed by id(); CPython
     reuses a freed object's id, which once served a test's train_manager=false loop the parsed
     config of an earlier train_manager=true one."""
-    import recipe.arise.adapters.agent_loop as agent_loop_module
-
+    agent_loop_module = skill_layer_module
     monkeypatch.setattr(agent_loop_module, "_CONFIGS", {})
     on_section = {"selection": {"train_manager": True}}
     off_section = {"selection": {"train_manager": False}}

@@ -16,10 +16,9 @@ import zlib
 from types import SimpleNamespace
 
 import pytest
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
-pytest.importorskip("verl")
-
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
@@ -81,20 +80,19 @@ class LayoutServer:
 
 
 def make_loop(server):
+    tokenizer = ByteTokenizer()
     loop = SimpleNamespace(
-        tokenizer=ByteTokenizer(),
-        apply_chat_template_kwargs={},
+        tokenizer=tokenizer,
+        continuous_token_builder=create_continuous_token_builder(tokenizer),
         server_manager=server,
         rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1), name="vllm", enable_prefix_caching=True),
     )
-    for name in ("_select", "_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
-        setattr(loop, name, getattr(ARISEAgentLoop, name).__get__(loop))
-    return loop
+    return SkillLayer(loop)
 
 
 def score(server, read_cache=True, messages=MESSAGES):
     cfg = ARISEConfig.from_dict({"selection": {"scoring_prefix_cache": read_cache, "max_skill_tokens": 1000}})
-    scores, _, counts, error, _ = asyncio.run(make_loop(server)._score_group(cfg, CACHE, messages))
+    scores, _, counts, error, _ = asyncio.run(make_loop(server).score_group(cfg, CACHE, messages))
     return scores, counts, error
 
 
@@ -184,7 +182,7 @@ def test_the_rescored_requests_reach_the_groups_metrics():
         infos = [TrajectoryInfo(phase=2) for _ in range(4)]
         await asyncio.gather(
             *[
-                loop._select(cfg, snapshot, MESSAGES, {"uid": "rescored", "session_id": s, "global_steps": 9}, False, i)
+                loop.select(cfg, snapshot, MESSAGES, {"uid": "rescored", "session_id": s, "global_steps": 9}, False, i)
                 for s, i in enumerate(infos)
             ]
         )

@@ -12,11 +12,10 @@ import math
 from types import SimpleNamespace
 
 import pytest
-
-pytest.importorskip("verl")
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
 import recipe.arise.adapters.scoring_requests as scoring_requests_module  # noqa: E402
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
@@ -65,15 +64,14 @@ def fresh_baselines(monkeypatch):
 
 
 def make_loop(server):
+    tokenizer = ByteTokenizer()
     loop = SimpleNamespace(
-        tokenizer=ByteTokenizer(),
-        apply_chat_template_kwargs={},
+        tokenizer=tokenizer,
+        continuous_token_builder=create_continuous_token_builder(tokenizer),
         server_manager=server,
         rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1)),
     )
-    for name in ("_select", "_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
-        setattr(loop, name, getattr(ARISEAgentLoop, name).__get__(loop))
-    return loop
+    return SkillLayer(loop)
 
 
 def config(norm="pmi", **selection):
@@ -85,7 +83,7 @@ def question(k):
 
 
 def score(loop, cfg, k=1, version=1):
-    return asyncio.run(loop._score_group(cfg, CACHE, question(k), version))
+    return asyncio.run(loop.score_group(cfg, CACHE, question(k), version))
 
 
 def test_pmi_is_the_query_mean_minus_the_query_free_mean():
@@ -127,7 +125,7 @@ def test_concurrent_queries_share_one_baseline_computation():
     loop = make_loop(server)
 
     async def groups():
-        return await asyncio.gather(*[loop._score_group(config(), CACHE, question(k), 4) for k in range(4)])
+        return await asyncio.gather(*[loop.score_group(config(), CACHE, question(k), 4) for k in range(4)])
 
     results = asyncio.run(groups())
     assert all(error is None for _, _, _, error, _ in results)
@@ -158,7 +156,7 @@ def test_an_unusable_baseline_makes_that_skill_unscorable_only():
         infos = [TrajectoryInfo(phase=2) for _ in range(4)]
         kwargs = [{"uid": "nan-baseline", "session_id": s, "global_steps": 9} for s in range(4)]
         chosen = await asyncio.gather(
-            *[loop._select(cfg, snapshot, question(1), kwargs[s], False, infos[s]) for s in range(4)]
+            *[loop.select(cfg, snapshot, question(1), kwargs[s], False, infos[s]) for s in range(4)]
         )
         return chosen, infos
 

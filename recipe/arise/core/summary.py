@@ -26,9 +26,16 @@ def chat_ids(tokenizer, messages, chat_template_kwargs: dict | None = None) -> l
 
 
 def summary_prompt_ids(tokenizer, group: dict[str, Any], cfg, chat_template_kwargs: dict | None = None) -> list[int]:
-    """The chat-templated summary prompt for one group (its question and tau+ traces)."""
+    """The chat-templated summary prompt for one group (its question and tau+ traces). A trace
+    with ``tool_turns`` is a multi-turn transcript (``recipe.arise.core.transcript``), already
+    bounded by ``cfg.transcript_chars``; if one in the prompt has them, the tool rule is added."""
     traces = [t["text"] for t in group["traces"]]
-    messages = summary_messages(group["question"], traces, max_traces=cfg.max_traces, clip_chars=cfg.trace_clip_chars)
+    multi = [bool(t.get("tool_turns", 0)) for t in group["traces"]]
+    clips = [cfg.transcript_chars if m else cfg.trace_clip_chars for m in multi]
+    tool_use = any(multi[: cfg.max_traces])
+    messages = summary_messages(
+        group["question"], traces, max_traces=cfg.max_traces, clip_chars=clips, tool_use=tool_use
+    )
     return chat_ids(tokenizer, messages, chat_template_kwargs)
 
 
@@ -50,19 +57,20 @@ def summary_skills(
     tokenizer, groups: Sequence[dict[str, Any]], outputs: Sequence[Any], prompt_tokens: int, cfg, step: int, logger
 ) -> tuple[list[tuple[SkillDoc, Provenance]], dict[str, int]]:
     """The new skills of the summary outputs (per group: token ids, or the exception it raised):
-    parsed from JSON, else (``cfg.fallback``) abstracted from the best trace; and the counts."""
+    parsed from JSON, else (``cfg.fallback``) abstracted from the best trace; and the counts. A
+    request that errored or timed out yields no skill (``failed``): App. D.1's fallback is for a
+    reply that is not valid JSON, not for a summary rollout that never ran."""
     stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": int(prompt_tokens)}
     stats["response_tokens"] = 0
     new_skills: list[tuple[SkillDoc, Provenance]] = []
     for group, output in zip(groups, outputs, strict=True):
         if isinstance(output, BaseException) or output is None:
-            logger.warning(f"ARISE summary rollout failed: {output!r}")
+            logger.warning(f"ARISE summary rollout failed (no skill from it): {output!r}")
             stats["failed"] += 1
-            text = ""
-        else:
-            ids = list(getattr(output, "token_ids", output))
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            stats["response_tokens"] += len(ids)
+            continue
+        ids = list(getattr(output, "token_ids", output))
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        stats["response_tokens"] += len(ids)
         skill, origin = parse_skill(text, shrink=cfg.on_overlong == "shrink"), "json"
         if skill is not None:
             stats["parsed"] += 1

@@ -1,6 +1,6 @@
 """What one trajectory carries of ARISE, from the agent loop to the reward manager and the trainer.
 
-:class:`TrajectoryInfo` is written by the agent loop (``recipe.arise.adapters.agent_loop``), travels
+:class:`TrajectoryInfo` is written by the skill layer (``recipe.arise.adapters.skill_layer``), travels
 in verl's ``AgentLoopOutput.extra_fields`` (one ``arise_<field>`` key per field), and is read back by
 the reward manager (``tool_extra_fields``) and the trainer (the transfer queue's ``extra_fields``).
 :meth:`TrajectoryInfo.to_extra_fields` and :meth:`TrajectoryInfo.from_extra_fields` are the one

@@ -57,8 +57,10 @@ from recipe.arise.data_prep.schema import (
     REWARD_MODEL_TYPE,
     REWARD_STYLE,
     SCHEMA,
+    TOOL_INSTRUCTIONS,
     build_prompt_content,
     dedupe_rows,
+    for_tool,
     make_row,
     reindex,
     rows_to_table,
@@ -75,8 +77,10 @@ __all__ = [
     "REWARD_MODEL_TYPE",
     "REWARD_STYLE",
     "SCHEMA",
+    "TOOL_INSTRUCTIONS",
     "build_prompt_content",
     "dedupe_rows",
+    "for_tool",
     "make_row",
     "reindex",
     "rows_to_table",
@@ -154,6 +158,12 @@ def make_parser(
         default="skip",
         help="malformed rows: skip them and print a report (default) or stop with an error",
     )
+    p.add_argument(
+        "--tool",
+        choices=sorted(TOOL_INSTRUCTIONS),
+        default=None,
+        help="tool-use data: the prompt's instruction names this tool (the tool agent, docs/agent_loops.md)",
+    )
     return p
 
 
@@ -181,6 +191,7 @@ def finish(rows: list[dict], args, *, subdir_name: str | None = None) -> Path:
     args._bad.report()
     if not rows:
         raise DataPrepError("no valid rows left; nothing written")
+    rows = [for_tool(row, getattr(args, "tool", None)) for row in rows]
     out = write_parquet_atomic(reindex(rows), Path(args.out) / f"{subdir_name or args.name}.parquet")
     print(f"[data_prep] wrote {out} ({len(rows)} rows)")
     return out

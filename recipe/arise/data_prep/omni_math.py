@@ -26,6 +26,7 @@ from pathlib import Path
 from recipe.arise.data_prep.common import (
     clean_float,
     finish,
+    for_tool,
     get_field,
     iter_valid,
     load_input,
@@ -153,7 +154,11 @@ def main(argv=None):
     out = finish(rows, args)
     if not args.no_domain_files:
         for dom in DOMAINS:
-            sub = [dict(r, extra_info=dict(r["extra_info"])) for r in rows if r["extra_info"]["domain"] == dom]
+            sub = [
+                dict(for_tool(r, args.tool), extra_info=dict(r["extra_info"]))
+                for r in rows
+                if r["extra_info"]["domain"] == dom
+            ]
             ds = f"{DATA_SOURCE}_{dom}" if args.suffix_domain_data_source else DATA_SOURCE
             for i, r in enumerate(sub):
                 r["data_source"] = ds

@@ -1,0 +1,107 @@
+"""The python tool through verl's own tool loading (the yaml ToolAgentLoop reads)."""
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from verl.tools.tool_registry import initialize_tools_from_config
+
+from recipe.arise.adapters.python_tool import PythonTool, tool_step_metrics
+
+YAML = Path(__file__).resolve().parents[2] / "recipe/arise/config/python_tool.yaml"
+
+
+def _tool(tmp_path, **config) -> PythonTool:
+    spec = yaml.safe_load(YAML.read_text())
+    spec["tools"][0]["config"].update(config)
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    (tool,) = initialize_tools_from_config(str(path))
+    return tool
+
+
+def test_verl_loads_the_tool_from_the_yaml_and_runs_code(tmp_path):
+    (tool,) = initialize_tools_from_config(str(YAML))
+    assert isinstance(tool, PythonTool) and tool.name == "python"
+    assert tool.tool_schema.function.parameters.required == ["code"]
+    assert tool.limits.wall_s == 10 and tool.isolation in ("bwrap", "none")
+
+    agent_data = SimpleNamespace(extra_fields={})
+
+    async def calls():
+        instance_id, _ = await tool.create()
+        ok = await tool.execute(instance_id, {"code": "import sympy\nprint(sympy.isprime(97))"}, agent_data=agent_data)
+        bad = await tool.execute(instance_id, {"code": "raise KeyError('k')"}, agent_data=agent_data)
+        empty = await tool.execute(instance_id, {}, agent_data=agent_data)
+        await tool.release(instance_id)
+        return ok, bad, empty
+
+    (ok_resp, ok_reward, ok_metrics), (bad_resp, _, bad_metrics), (empty_resp, _, _) = asyncio.run(calls())
+    assert ok_resp.text == "True" and ok_reward == 0.0
+    assert ok_metrics["tool_error"] == 0.0 and ok_metrics["tool_s"] > 0 and ok_metrics["isolation"] == tool.isolation
+    assert "KeyError: 'k'" in bad_resp.text and bad_resp.text.endswith("Error: exit status 1")
+    assert bad_metrics["tool_error"] == 1.0 and bad_metrics["reason"] == "error"
+    assert empty_resp.text.startswith("Error: the python tool needs")
+    extra = agent_data.extra_fields
+    assert (extra["python_tool_calls"], extra["python_tool_errors"]) == (3, 2) and extra["python_tool_s"] > 0
+
+
+def test_limits_come_from_the_yaml(tmp_path):
+    tool = _tool(tmp_path, isolation="none", limits={"wall_s": 1, "max_output_bytes": 10})
+    response, _, metrics = asyncio.run(tool.execute("i", {"code": "print('x' * 100)"}))
+    assert response.text == "x" * 10 + "\nError: output truncated at 10 bytes (the run was stopped)"
+    assert metrics["reason"] == "output" and tool.isolation == "none"
+    response, _, metrics = asyncio.run(tool.execute("i", {"code": "while True: pass"}))
+    assert response.text == "Error: time limit of 1 s exceeded (the run was stopped)"
+
+
+def test_bad_config_is_named(tmp_path):
+    with pytest.raises(ValueError, match="walltime"):
+        _tool(tmp_path, limits={"walltime": 1})
+    with pytest.raises(ValueError, match="max_concurent"):
+        _tool(tmp_path, max_concurent=2)
+
+
+def test_concurrent_calls_do_not_block_the_event_loop(tmp_path):
+    tool = _tool(tmp_path, isolation="none", max_concurrent=2)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        results = await asyncio.gather(*(tool.execute("i", {"code": f"print({i})"}) for i in range(3)))
+        task.cancel()
+        return ticks, [r[0].text for r in results]
+
+    ticks, texts = asyncio.run(main())
+    assert texts == ["0", "1", "2"] and ticks >= 2
+
+
+def test_step_metrics_from_the_batch_fields():
+    extras = [
+        {"python_tool_calls": 2, "python_tool_errors": 1, "python_tool_s": 1.0},
+        {"python_tool_calls": 0, "python_tool_errors": 0, "python_tool_s": 0.0},
+        {"python_tool_calls": 1, "python_tool_errors": 0, "python_tool_s": 0.5},
+        {},  # a trajectory that never called the tool carries no counter
+    ]
+    expected = {"arise/tool_calls": 0.75, "arise/tool_error_rate": 1 / 3, "arise/tool_s": 0.375}
+    assert tool_step_metrics(extras) == expected
+    assert tool_step_metrics([{}, None]) == {}  # single-turn: no tool metrics at all
+
+
+def test_the_tool_counters_pass_the_trajectory_record_reader():
+    """The counters travel in the same extra fields as ARISE's record, whose reader refuses unknown
+    arise_* keys: the tool's own keys must not take that prefix (the first tool run failed on it)."""
+    from recipe.arise.adapters.python_tool import EXTRA_CALLS, EXTRA_ERRORS, EXTRA_SECONDS
+    from recipe.arise.core.trajectory import TrajectoryInfo
+
+    extra = {**TrajectoryInfo(phase=2).to_extra_fields(), EXTRA_CALLS: 1, EXTRA_ERRORS: 0, EXTRA_SECONDS: 0.1}
+    assert TrajectoryInfo.from_extra_fields(extra).phase == 2

@@ -1,0 +1,304 @@
+"""The skill layer (recipe/arise/adapters/skill_layer.py): ARISE in any agent loop (docs/agent_loops.md).
+
+A third, toy loop (docs/agent_loops.md's example, run as written) gains ARISE in one step; the
+tool loop ``arise_tool_agent`` scores the skills in the context verl's ``ToolAgentLoop`` renders
+(its tools' schemas in the chat template) and injects the skill there; train_manager with the tool
+loop is refused, naming the option; a programming error inside scoring propagates while an engine
+error sends the group unaided, counted.
+"""
+
+import asyncio
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf  # noqa: E402
+from ray.exceptions import RayTaskError  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
+from verl.tools.function_tool import FunctionTool  # noqa: E402
+from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
+
+import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
+from recipe.arise.adapters.skill_layer import SkillLayer, arise_config, check_agent_loop  # noqa: E402
+from recipe.arise.adapters.tool_agent import ARISEToolAgentLoop  # noqa: E402
+from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
+from recipe.arise.core.prompts import inject_skill  # noqa: E402
+from recipe.arise.core.scoring import SCORING_SUFFIX  # noqa: E402
+from recipe.arise.core.skill import load_seed_skills  # noqa: E402
+from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "agent_loops.md"
+SEEDS = load_seed_skills()
+CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SEEDS, start=1)]
+FAVOURITE = CACHE[2]
+MESSAGES = [{"role": "user", "content": "What is 1 plus 2? Put the final answer within \\boxed{}."}]
+SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "run_python",
+        "description": "Run Python code and return what it prints",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "the code"}},
+            "required": ["code"],
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """The tiny Qwen3-style tokenizer (recipe.arise.cpu.tiny): its chat template lists tools."""
+    from recipe.arise.cpu.tiny import build_tokenizer
+
+    corpus = [MESSAGES[0]["content"], *(text for _, text in CACHE), "run_python code tools function"]
+    return build_tokenizer(tmp_path_factory.mktemp("tok"), corpus)
+
+
+class Server:
+    """verl's server manager: a scoring request (``prompt_logprobs``) gets -1 per token, -0.1 on the
+    favourite skill's prompts; a generation request gets ``reply``. Records every request."""
+
+    def __init__(self, reply):
+        self.reply, self.scoring, self.generation = list(reply), [], []
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        if sampling_params.get("prompt_logprobs") is not None:
+            self.scoring.append(list(prompt_ids))
+            lp = -0.1 if _ends_with(prompt_ids, self.favourite_ids) else -1.0
+            rows = [[lp] for _ in range(len(prompt_ids) - 1)] + [[0.0]]
+            return SimpleNamespace(token_ids=[0], log_probs=None, extra_fields={"prompt_logprobs": rows})
+        self.generation.append(list(prompt_ids))
+        return SimpleNamespace(
+            token_ids=self.reply, log_probs=None, num_preempted=0, routed_experts=None, extra_fields={}
+        )
+
+
+def _ends_with(ids, tail):
+    return list(ids[-len(tail) :]) == list(tail)
+
+
+class Pool:
+    def __init__(self, cache=CACHE):
+        self.snapshot = SimpleNamespace(remote=lambda: _ready({"version": 1, "cache": cache, "mode": "train"}))
+
+
+async def _ready(value):
+    return value
+
+
+def trainer_config(**selection):
+    selection = {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000, **selection}
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "n": 2,
+                    "val_kwargs": {"n": 1},
+                    "prompt_length": 1024,
+                    "response_length": 64,
+                    "full_determinism": False,
+                    "multi_turn": {
+                        "max_user_turns": 2,
+                        "max_assistant_turns": 2,
+                        "max_parallel_calls": 1,
+                        "max_tool_response_length": 256,
+                        "tool_response_truncate_side": "middle",
+                        "format": "hermes",
+                    },
+                }
+            },
+            "arise": {"phase1_steps": 0, "selection": selection},
+        }
+    )
+
+
+def build(cls, tokenizer, server, config, **extra):
+    """An agent loop as verl's worker builds it (``AgentLoopWorker._run_agent_loop``)."""
+    return cls(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(OmegaConf.create({})),
+        hf_model_type="qwen3",
+        **extra,
+    )
+
+
+def python_tool():
+    return FunctionTool(
+        name="run_python", fn=lambda code: "3", tool_schema=OpenAIFunctionToolSchema.model_validate(SCHEMA)
+    )
+
+
+def run(loop, session=1, uid="q", **kwargs):
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
+    return loop.run(params, raw_prompt=MESSAGES, uid=uid, session_id=session, global_steps=3, **kwargs)
+
+
+def docs_example() -> dict:
+    """docs/agent_loops.md's example, executed as written."""
+    code = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, str(DOC), "exec"), namespace)
+    return namespace
+
+
+# --------------------------------------------------------------------------- a third loop, one step
+
+
+def test_a_users_loop_gains_arise_in_one_step(tokenizer, monkeypatch):
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool())
+    example = docs_example()
+    server = Server(tokenizer.encode(" 3", add_special_tokens=False))
+    server.favourite_ids = tokenizer.encode(FAVOURITE[1], add_special_tokens=False)
+
+    async def go():
+        loop = build(example["ARISEEchoLoop"], tokenizer, server, trainer_config())
+        plain = build(example["EchoLoop"], tokenizer, server, trainer_config())
+        return await run(loop, uid="echo"), await run(plain, uid="echo-plain"), loop
+
+    output, plain, loop = asyncio.run(go())
+    info = TrajectoryInfo.from_extra_fields(output.extra_fields)
+    assert info.skill_id == FAVOURITE[0] and info.selected and info.phase == 2 and info.scorer
+    # the loop built its prompt from the injected messages, and scored in its own context
+    injected = loop.continuous_token_builder.build_initial_tokens(inject_skill(MESSAGES, SEEDS[2]))
+    assert output.prompt_ids == server.generation[0] == injected
+    context = loop.continuous_token_builder.build_initial_tokens(MESSAGES)
+    suffix = tokenizer.encode(SCORING_SUFFIX, add_special_tokens=False)
+    assert len(server.scoring) == len(CACHE) and all(
+        ids[: len(context) + len(suffix)] == context + suffix for ids in server.scoring
+    )
+    # the user's loop alone: no record
+    assert "arise_skill_id" not in plain.extra_fields
+
+
+# --------------------------------------------------------------------------- arise_tool_agent
+
+
+def test_the_tool_loop_scores_in_the_context_verls_tool_loop_builds(tokenizer, monkeypatch):
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool())
+    server = Server(tokenizer.encode(" 3", add_special_tokens=False) + [tokenizer.eos_token_id])
+    server.favourite_ids = tokenizer.encode(FAVOURITE[1], add_special_tokens=False)
+
+    async def go():
+        loop = build(ARISEToolAgentLoop, tokenizer, server, trainer_config(), tools=ToolListWrap([python_tool()]))
+        return loop, await run(loop, uid="tool")
+
+    loop, output = asyncio.run(go())
+    assert loop.tool_schemas and loop.tool_schemas[0]["function"]["name"] == "run_python"
+    # the scoring context is the prompt verl's ToolAgentLoop renders: the tools' schemas in the template
+    context = loop.continuous_token_builder.build_initial_tokens(MESSAGES, tools=loop.tool_schemas)
+    suffix = tokenizer.encode(SCORING_SUFFIX, add_special_tokens=False)
+    assert "run_python" in tokenizer.decode(context)
+    assert server.scoring and all(ids[: len(context) + len(suffix)] == context + suffix for ids in server.scoring)
+    # the skill is in the prompt verl built (tools included), and recorded
+    injected = loop.continuous_token_builder.build_initial_tokens(
+        inject_skill(MESSAGES, SEEDS[2]), tools=loop.tool_schemas
+    )
+    assert server.generation[0] == injected and output.prompt_ids == injected
+    assert output.extra_fields["arise_skill_id"] == FAVOURITE[0]
+    assert output.extra_fields["turn_scores"] == [] and output.num_turns >= 2  # verl's tool loop output
+
+
+def test_the_tool_loop_scores_with_the_samples_own_tool_selection(tokenizer):
+    other = dict(SCHEMA, function={**SCHEMA["function"], "name": "other_tool"})
+    tools = [
+        python_tool(),
+        FunctionTool(name="other_tool", fn=lambda code: "", tool_schema=OpenAIFunctionToolSchema.model_validate(other)),
+    ]
+
+    async def go():
+        return build(ARISEToolAgentLoop, tokenizer, Server([]), trainer_config(), tools=ToolListWrap(tools))
+
+    loop = asyncio.run(go())
+    assert [s["function"]["name"] for s in loop.active_tool_schemas({})] == ["run_python", "other_tool"]
+    selected = loop.active_tool_schemas({"extra_info": {"tool_selection": ["other_tool", "missing"]}})
+    assert [s["function"]["name"] for s in selected] == ["other_tool"]
+
+
+def test_train_manager_with_the_tool_loop_is_refused_naming_the_option(tokenizer):
+    config = trainer_config(train_manager=True)
+    with pytest.raises(ValueError, match=r"arise\.selection\.train_manager.*arise_tool_agent"):
+        check_agent_loop("arise_tool_agent", arise_config(config))
+    check_agent_loop("arise_agent", arise_config(config))  # the single-turn loop implements it
+
+    async def go():
+        return build(ARISEToolAgentLoop, tokenizer, Server([]), config, tools=ToolListWrap([python_tool()]))
+
+    with pytest.raises(ValueError, match="train_manager"):
+        asyncio.run(go())
+
+
+def test_train_manager_in_a_loop_without_it_is_refused(tokenizer, monkeypatch):
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool())
+    example = docs_example()
+
+    async def go():
+        loop = build(example["ARISEEchoLoop"], tokenizer, Server([]), trainer_config(train_manager=True))
+        return await run(loop)
+
+    with pytest.raises(ValueError, match="train_manager.*ARISEEchoLoop"):
+        asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- scoring failures
+
+
+class ByteTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
+        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
+
+
+class Raising:
+    def __init__(self, error):
+        self.error = error
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        raise self.error
+
+
+def score(error):
+    tokenizer = ByteTokenizer()
+    layer = SkillLayer(
+        SimpleNamespace(
+            tokenizer=tokenizer,
+            continuous_token_builder=create_continuous_token_builder(tokenizer),
+            server_manager=Raising(error),
+            rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1)),
+        )
+    )
+    return asyncio.run(layer.score_group(ARISEConfig(), CACHE, MESSAGES))
+
+
+@pytest.mark.parametrize("error", [TypeError("bad call"), KeyError("prompt_logprobs"), AttributeError("x")])
+def test_a_programming_error_inside_scoring_propagates(error):
+    with pytest.raises(type(error)):
+        score(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("engine died"),
+        ValueError("prompt too long for the engine"),
+        RayTaskError("generate", "traceback", TypeError("inside the engine")).as_instanceof_cause(),
+    ],
+)
+def test_an_engine_error_sends_the_group_unaided_counted(error):
+    scores, _, _, failure, _ = score(error)
+    assert scores == [] and failure is not None
+
+
+def test_the_parsed_config_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(skill_layer_module, "_CONFIGS", {})
+    configs = [{"arise": {"seed": i}} for i in range(3 * skill_layer_module._MAX_CONFIGS)]
+    assert [arise_config(c).seed for c in configs] == list(range(len(configs)))
+    assert len(skill_layer_module._CONFIGS) == skill_layer_module._MAX_CONFIGS
