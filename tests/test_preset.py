@@ -22,6 +22,7 @@ LITERAL = {
     "arise.summary.on_overlong": "discard",  # App. D.1
     "arise.library.new_skill_policy": "literal",  # App. C.2 ADD: utility 0
     "arise.library.seed_trial_uses": "0",  # seeds are ordinary entries
+    "arise.library.dedupe": "false",  # App. C.2 ADD: no duplicate check
 }
 
 
@@ -56,6 +57,7 @@ def test_preset_paper_composes_and_the_command_line_still_wins():
     assert sel.control_share == 0.5  # the user's override comes after the preset's
     assert (summary.max_per_step, summary.on_overlong) == (-1, "discard")
     assert (lib.new_skill_policy, lib.seed_trial_uses, lib.rank_by) == ("literal", 0, "utility")
+    assert lib.dedupe is False
     # the paper's table values that are the defaults anyway
     assert (sel.epsilon, sel.gate, lib.cache_capacity, lib.reservoir_capacity, lib.ema_beta) == (
         0.1,
@@ -65,3 +67,18 @@ def test_preset_paper_composes_and_the_command_line_still_wins():
         0.9,
     )
     assert arise.phase1_steps == 500 and arise.reward.skill_bonus == 1.0
+
+
+@pytest.mark.parametrize(
+    "method,agg", [("grpo", "seq-mean-token-mean"), ("dapo", "token-mean"), ("drgrpo", "seq-mean-token-sum-norm")]
+)
+def test_loss_aggregation_is_eq5_with_or_without_the_preset(method, agg):
+    """Eq. 5 averages each trajectory's tokens, then the group (verl's default is token-mean): ARISE and the
+    GRPO baseline use it, with or without the preset; DAPO, Dr.GRPO and GSPO keep the aggregation their
+    method defines (the preset must not override it)."""
+    for preset in ({}, {"PRESET": "paper"}):
+        _, arise = _overrides("qwen3_4b_arise.sh", **preset)
+        assert _last(arise, "actor_rollout_ref.actor.loss_agg_mode") == "seq-mean-token-mean"
+        entry, overrides = _overrides("baseline.sh", METHOD=method, MODEL_PATH="m", **preset)
+        cfg = preflight.compose(entry, overrides)
+        assert cfg.actor_rollout_ref.actor.loss_agg_mode == agg, (method, preset)

@@ -27,4 +27,6 @@ PRESET_OVERRIDES=(
   # the seeds are ordinary entries (the default keeps them until used 8 times, so they reach Phase II)
   arise.library.seed_trial_uses=0
   arise.library.rank_by=utility
+  # App. C.2 ADD has no duplicate check (the default drops a skill whose name and key insight match an entry's)
+  arise.library.dedupe=false
 )

@@ -86,7 +86,6 @@ def test_scoring_requests_share_the_prefix_and_truncate_skills():
 
 
 def test_positive_advantage_sessions():
-    pytest.importorskip("verl")
     from recipe.arise.adapters.trainer import positive_advantage_sessions
 
     assert positive_advantage_sessions([0, 1, 2, 2]) == [2, 3]
@@ -107,3 +106,20 @@ def test_library_log_round_trip_and_resume_record(tmp_path):
     assert line["digest"] == library_digest(library) and line["entries"] == 5
     library.step([(sid, 0.0)], [], step=2)
     assert library_digest(library) != line["digest"]
+
+
+def test_step_metrics_count_top_utility_skills_measured_harmful():
+    from recipe.arise.adapters.trainer_metrics import step_metrics
+    from recipe.arise.core.library_entry import Contrast, StepEvents
+
+    lib = SkillLibrary(seed_skills=load_seed_skills()[:4])
+    top = lib.cache_ids()[0]
+    for sid, u in zip(lib.cache_ids(), (0.86, 0.5, 0.4, 0.1), strict=True):
+        lib.get(sid).utility = u
+    for _ in range(12):  # 6 aided with 3 right vs 2 control both right, in 12 groups: uplift -0.5
+        lib.get(top).add_contrast(Contrast(top, 6, 3, 2, 2))
+    summary = {"attempts": 0, "parsed": 0, "failed": 0, "fallback": 0, "prompt_tokens": 0, "response_tokens": 0}
+    state = {"summary": summary, "summary_s": 0.0, "summary_wait_s": 0.0, "summary_streamed": 0}
+    state.update(groups_with_tau_plus=0, ig={})
+    m = step_metrics(lib, 2, [], StepEvents(step=1), state, 0.0, True)
+    assert m["arise/utility_uplift_disagree"] == 1.0

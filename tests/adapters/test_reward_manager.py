@@ -175,15 +175,27 @@ def test_a_failed_streamed_summary_is_delivered_as_a_failure(monkeypatch):
     assert result["token_ids"] is None and "server down" in result["error"]
 
 
+PHASE1 = {"arise_phase": 1}
+
+
 @pytest.mark.parametrize(
-    "selection, carries",
-    [({}, True), ({"calibration": "window"}, False), ({"temperature": 1.0}, False), ({"random": True}, False)],
-    ids=["rescore", "window", "fixed-sigma", "random"],
+    "selection, fields, carries",
+    [
+        ({}, CONTROL, True),
+        ({}, PHASE1, True),
+        ({"calibration": "window"}, CONTROL, False),
+        # window: the last Phase I step scores the recent queries against Phase II's first cache, so
+        # step N_w + 1 starts calibrated (without them it ran on initial_temperature)
+        ({"calibration": "window"}, PHASE1, True),
+        ({"temperature": 1.0}, PHASE1, False),
+        ({"random": True}, CONTROL, False),
+    ],
+    ids=["rescore", "rescore-phase1", "window", "window-phase1", "fixed-sigma", "random"],
 )
-def test_observation_carries_its_query_when_the_gate_is_rescored(monkeypatch, selection, carries):
+def test_observation_carries_its_query_when_the_gate_is_rescored(monkeypatch, selection, fields, carries):
     """calibration=rescore calibrates sigma on the queries of every generated group: each observation
     carries its query, so the groups dynamic sampling drops are not missing from the calibration."""
-    _, posted = run(monkeypatch, ARISEConfig.from_dict({"selection": selection}), CONTROL)
+    _, posted = run(monkeypatch, ARISEConfig.from_dict({"selection": selection}), fields)
     assert ("messages" in posted[0]) == carries
     if carries:
         assert posted[0]["messages"] == QUERY

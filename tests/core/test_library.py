@@ -107,6 +107,21 @@ def test_duplicates_dropped_and_reported():
     assert [d["duplicate_of"] for d in ev.dropped_duplicates] == ["s000001", "s000001", "s000002"]
 
 
+def test_dedupe_off_adds_duplicates_as_the_paper_does(tmp_path):
+    """App. C.2's ADD has no duplicate check: arise.library.dedupe=false (PRESET=paper) adds every new skill."""
+    lib = SkillLibrary(cache_capacity=10, seed_skills=[doc(0)], dedupe=False)
+    ev = lib.step([], [doc(0), doc(1), doc(1)], 1)
+    assert len(ev.added) == 3 and ev.dropped_duplicates == []
+    assert [e.doc.skill_name for e in lib.cache] == ["skill_0", "skill_0", "skill_1", "skill_1"]
+    lib.save(tmp_path / "lib.parquet")
+    assert SkillLibrary.load(tmp_path / "lib.parquet").dedupe is False  # the setting is saved
+    from recipe.arise.core.arise_config import ARISEConfig
+
+    assert ARISEConfig.from_dict({"library": {"dedupe": False}}).library_settings()["dedupe"] is False
+    with pytest.raises((TypeError, ValueError), match="dedupe"):
+        ARISEConfig.from_dict({"library": {"dedupe": "maybe"}})
+
+
 # ---------------------------------------------------------------------- EVICT
 
 
@@ -505,48 +520,6 @@ def test_a_version_1_file_takes_the_runs_seed_protection(tmp_path):
     assert loaded.seed_trial_uses == 0  # what the file says: seed protection off
     back, changes, _ = load_library_file(tmp_path / "v1.parquet", seed_trial_uses=8, rank_by="utility")
     assert changes == {"seed_trial_uses": (0, 8)} and back.seed_trial_uses == 8
-
-
-def _restoring_trainer(tmp_path, caplog, val_only=False, **library):
-    pytest.importorskip("verl")
-    from types import SimpleNamespace
-
-    from recipe.arise.adapters.trainer import ARISETrainer
-    from recipe.arise.core.arise_config import ARISEConfig
-
-    trainer = SimpleNamespace(
-        arise=ARISEConfig.from_dict({"library": library}),
-        config=SimpleNamespace(trainer={"val_only": val_only}),
-        global_steps=1,
-    )
-    trainer._library_settings = ARISETrainer._library_settings.__get__(trainer)
-    return lambda path: ARISETrainer._restore_library(trainer, str(path))
-
-
-def test_resume_applies_the_runs_library_settings_and_says_so(tmp_path, caplog):
-    import logging
-
-    lib = _used_library()
-    lib.save(tmp_path / "lib.parquet")
-    restore = _restoring_trainer(tmp_path, caplog, cache_capacity=2, seed_trial_uses=0, new_skill_policy="literal")
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.adapters.trainer"):
-        back = restore(tmp_path / "lib.parquet")
-    assert back.cache_capacity == 2 and len(back.cache) == 2 and back.reservoir_capacity == 100
-    assert "cache_capacity: 4 (saved) -> 2 (now)" in caplog.text and "reservoir_capacity: 6" in caplog.text
-    assert "moved 2 cache skill(s) to the reservoir" in caplog.text
-    assert back.ema_beta == 0.9 and back.trial_uses == 8  # the run's values (here the file's too)
-
-
-def test_evaluation_keeps_the_saved_library_and_says_what_it_did_not_apply(tmp_path, caplog):
-    import logging
-
-    lib = _used_library()
-    lib.save(tmp_path / "lib.parquet")
-    restore = _restoring_trainer(tmp_path, caplog, val_only=True, cache_capacity=2)
-    with caplog.at_level(logging.WARNING, logger="recipe.arise.adapters.trainer"):
-        back = restore(tmp_path / "lib.parquet")
-    assert back == SkillLibrary.load(tmp_path / "lib.parquet")
-    assert "not applied" in caplog.text and "cache_capacity: 4 (saved) -> 2 (this run)" in caplog.text
 
 
 @pytest.mark.parametrize(

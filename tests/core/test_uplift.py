@@ -1,10 +1,8 @@
 """The causal uplift is the mean of each query group's own difference (not pooled counts), and the
 exact IG is measured on unaided traces in the context the skill is injected in."""
 
-import itertools
 import logging
 import math
-from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,7 +14,6 @@ from recipe.arise.core.library_entry import Contrast
 from recipe.arise.core.library_store import _arrow_schema
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.skill import SkillDoc
-from recipe.arise.tools.inspect_run import library_rows, select_rows
 
 
 def _obs(uid, skill, correct, control=False):
@@ -48,8 +45,6 @@ def test_simpsons_paradox_gives_no_uplift():
     assert e.pooled_uplift == pytest.approx(6 / 7 - 2 / 4)
     assert e.uplift == pytest.approx(0.0) and e.uplift_groups == 2
     assert lib.get(hard).uplift == pytest.approx(0.0)
-    # ranking by uplift (inspect, rank_by: uplift) is not fooled either
-    assert [r["uplift"] for r in select_rows(library_rows(lib), sort="uplift")] == [pytest.approx(0.0)] * 2
 
 
 def test_step_uplift_metric_is_stratified_too():
@@ -69,7 +64,7 @@ def test_estimator_weights_and_standard_error():
     w = [6 * 2 / 8, 1 * 2 / 3]
     assert e.uplift == pytest.approx((w[0] * 0.5 - w[1] * 0.5) / sum(w))
     var = [0.25 / 2, 0.25 / 2]  # p1 = 1 or 0 contributes 0; the control arm p0 = 0.5 of 2
-    assert e.uplift_se == pytest.approx(math.sqrt(w[0] ** 2 * var[0] + w[1] ** 2 * var[1]) / sum(w))
+    assert e.uplift_wvar == pytest.approx(w[0] ** 2 * var[0] + w[1] ** 2 * var[1])  # plug-in, for the record
     assert (e.uplift_n, e.uplift_successes, e.uplift_base_n, e.uplift_base_successes) == (7, 6, 4, 2)
     # one group alone: the plain difference of its rates
     one = _library("b_skill")
@@ -139,142 +134,59 @@ def test_bad_uplift_sums_are_rejected(tmp_path):
         SkillLibrary.from_records(rows, lib.state_dict()["config"])
 
 
-# ------------------------------------------------------------------ exact IG (trainer adapter)
+def _coverage(n1, n0, groups=40, reps=2000, seed=0):
+    """Share of simulated skills whose 95% interval (uplift +- 1.96 se) covers the true uplift, Sato's
+    standard error and the plug-in binomial one: each skill used in ``groups`` query groups of n1 aided
+    and n0 control trajectories, each query with its own success rate (Beta(2, 2)) and the skill
+    adding -0.15, 0 or +0.15 to it."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    hits = {"sato": 0, "plugin": 0}
+    for rep in range(reps):
+        p0 = rng.beta(2.0, 2.0, size=groups)
+        p1 = np.clip(p0 + (-0.15, 0.0, 0.15)[rep % 3], 0.0, 1.0)
+        aided, control = rng.binomial(n1, p1), rng.binomial(n0, p0)
+        e = _library("a_skill").cache[0]
+        for a, c in zip(aided.tolist(), control.tolist(), strict=True):
+            assert e.add_contrast(Contrast(e.skill_id, n1, a, n0, c))
+        truth = float(np.mean(p1 - p0))  # equal arm sizes: equal Mantel-Haenszel weights
+        hits["sato"] += abs(e.uplift - truth) <= 1.96 * e.uplift_se
+        hits["plugin"] += abs(e.uplift - truth) <= 1.96 * math.sqrt(e.uplift_wvar) / e.uplift_weight
+    return {k: v / reps for k, v in hits.items()}
 
 
-class _ByteTokenizer:
-    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
+@pytest.mark.parametrize("n1,n0", [(6, 2), (3, 1)])  # G=8 and the CPU run's G=4 with control_share 0.25
+def test_uplift_interval_coverage_is_honest(n1, n0):
+    cov = _coverage(n1, n0)
+    assert 0.93 <= cov["sato"] <= 0.97, cov
+    assert not 0.93 <= cov["plugin"] <= 0.97, cov  # the plug-in variance p(1-p)/n per arm undercovers
 
 
-MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
+def test_sato_variance_of_one_group_and_the_sums_survive_export(tmp_path):
+    lib = _library("a_skill")
+    sid = lib.cache_ids()[0]
+    lib.step([], [], 1, contrasts=[Contrast(sid, 6, 4, 2, 1)])
+    e = lib.get(sid)
+    # Sato's terms for a = 4 of 6, c = 1 of 2: P = (36 - 16 + 12 * -4 / 2) / 64, Q = (4 + 2) / 16
+    p, q = (36 * 1 - 4 * 4 + 12 * (2 - 6) / 2) / 64, (4 * 1 + 1 * 2) / 16
+    assert (e.uplift_sato_p, e.uplift_sato_q) == (pytest.approx(p), pytest.approx(q))
+    assert e.uplift_se == pytest.approx(math.sqrt(e.uplift * p + q) / 1.5)
+    from recipe.arise.core.library_jsonl import export_jsonl, library_from_jsonl
+
+    out = tmp_path / "lib.jsonl"
+    export_jsonl(lib, out)
+    back, _ = library_from_jsonl(out)
+    assert back.get(sid).uplift_se == pytest.approx(e.uplift_se)
 
 
-def _ig_trainer(train_manager=False):
-    pytest.importorskip("verl")
-    from recipe.arise.adapters.trainer import ARISETrainer
-    from recipe.arise.core.arise_config import ARISEConfig
-
-    cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
-    lib = _library("skill_a", "skill_b")
-    trainer = SimpleNamespace(
-        arise=cfg, tokenizer=_ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
-    )
-    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
-    trainer._ig_context = ARISETrainer._ig_context.__get__(trainer)
-
-    def generate_all(prompts, params, timeout_s):
-        trainer.prompts += prompts
-        # every prompt token gets log-prob -1, except 'x' (-5): a trace of x's is unlikely anywhere
-        return [
-            SimpleNamespace(
-                extra_fields={"prompt_logprobs": [[-5.0 if t == ord("x") else -1.0] for t in p[1:]] + [[0]]}
-            )
-            for p in prompts
-        ]
-
-    trainer._generate_all = generate_all
-    return trainer, ARISETrainer
-
-
-def _enc(text):
-    return [ord(c) for c in text]
-
-
-def test_exact_ig_uses_the_unaided_trace_not_the_best_reward_one():
-    trainer, cls = _ig_trainer()
-    group = {
-        "uid": "g1",
-        "messages": MESSAGES,
-        # tau+: an R=2 trace written under a skill comes first (best reward)
-        "traces": [{"text": "", "reward": 2.0, "ids": _enc("skilled"), "skill_id": "s000001"}],
-        # a correct unaided trace (R=1; outside tau+ beside R=2 ones)
-        "unaided": [{"reward": 1.0, "ids": _enc("plain")}],
-    }
-    ig = cls._exact_ig(trainer, [group], step=100)
-    assert set(ig) == set(trainer.library.cache_ids())
-    traces = {bytes(p).decode().rsplit("|A:", 1)[1] for p in trainer.prompts}
-    assert traces == {"plain"}
-    # no unaided trace at all: nothing is measured (never a skill-written trace)
-    trainer.prompts.clear()
-    group_without = {**group, "unaided": []}
-    assert cls._exact_ig(trainer, [group_without], step=200) == {} and trainer.prompts == []
-
-
-def test_exact_ig_without_an_unaided_list_takes_unaided_tau_plus_traces():
-    trainer, cls = _ig_trainer()
-    group = {
-        "uid": "g1",
-        "messages": MESSAGES,
-        "traces": [
-            {"text": "", "reward": 2.0, "ids": _enc("skilled"), "skill_id": "s000001"},
-            {"text": "", "reward": 1.0, "ids": _enc("plain"), "skill_id": ""},
-        ],
-    }
-    cls._exact_ig(trainer, [group], step=100)
-    assert {bytes(p).decode().rsplit("|A:", 1)[1] for p in trainer.prompts} == {"plain"}
-
-
-def test_exact_ig_injects_the_skill_where_the_agent_loop_does():
-    for train_manager in (False, True):
-        trainer, cls = _ig_trainer(train_manager)
-        group = {"uid": "g1", "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc("plain")}]}
-        cls._exact_ig(trainer, [group], step=100)
-        base, *with_skill = [bytes(p).decode() for p in trainer.prompts]
-        assert base == "U:What is 1 plus 2?|A:plain"
-        doc = trainer.library.cache[0].doc.to_json()
-        if train_manager:  # the skill opens the assistant turn, as scored and trained
-            assert with_skill[0] == f"U:What is 1 plus 2?|A:SKILL:{doc}\nplain"
-        else:  # the skill line before the question in the user turn
-            assert with_skill[0] == f"U:SKILL:{doc}\nWhat is 1 plus 2?|A:plain"
-
-
-class _Jagged:
-    """What TransferQueue hands back for a jagged tensor field (offsets, padded view)."""
-
-    def __init__(self, rows):
-        import torch
-
-        self.rows, self.torch = rows, torch
-
-    def offsets(self):
-        lengths = [len(r) for r in self.rows]
-        return self.torch.tensor([0, *itertools.accumulate(lengths)])
-
-    def to_padded_tensor(self, padding):
-        width = max(len(r) for r in self.rows)
-        return self.torch.tensor([list(r) + [padding] * (width - len(r)) for r in self.rows])
-
-
-def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
-    pytest.importorskip("verl")
-    import recipe.arise.adapters.trainer as trainer_mod
-    from recipe.arise.core.arise_config import ARISEConfig
-
-    # one group: 2 control-arm trajectories (one right: R=1), 2 with a skill (one right: R=2)
-    texts = ["ctrl_right", "ctrl_wrong", "skill_right", "skill_wrong"]
-    rewards = [1.0, 0.0, 2.0, 0.0]
-    skills = ["", "", "s000001", "s000001"]
-    data = {
-        "uid": ["q1"] * 4,
-        "responses": _Jagged([_enc(t) for t in texts]),
-        "rm_scores": _Jagged([[0.0] * (len(t) - 1) + [r] for t, r in zip(texts, rewards, strict=True)]),
-        "raw_prompt": [MESSAGES] * 4,
-        "extra_info": [{"question": "What is 1 plus 2?"}] * 4,
-        "extra_fields": [{"arise_skill_id": s, "arise_control": not s} for s in skills],
-    }
-    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: dict(data))
-    tokenizer = _ByteTokenizer()
-    tokenizer.pad_token_id = 0
-    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
-    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
-    batch = SimpleNamespace(tags=[{}] * 4, keys=list("abcd"), partition_id="train")
-    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
-    # tau+ (R above the group mean 0.75): the R=2 skill trace first, then the R=1 control trace
-    assert [(t["text"], t["skill_id"]) for t in group["traces"]] == [("skill_right", "s000001"), ("ctrl_right", "")]
-    assert [bytes(t["ids"]).decode() for t in group["unaided"]] == ["ctrl_right"]
+def test_version_4_files_load_with_the_uplift_restarted(tmp_path, caplog):
+    lib = _library("a_skill")
+    sid = lib.cache_ids()[0]
+    lib.step([], [], 1, contrasts=[Contrast(sid, 6, 4, 2, 1)])
+    _write_old_version(lib, tmp_path / "v4.parquet", 4, 29)
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.core.library_store"):
+        back = SkillLibrary.load(tmp_path / "v4.parquet")
+    e = back.get(sid)
+    assert e.uplift is None and e.uplift_se is None and (e.uplift_n, e.uplift_successes) == (6, 4)
+    assert "version-4" in caplog.text

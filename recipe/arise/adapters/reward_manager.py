@@ -91,7 +91,7 @@ class ARISERewardManager(RewardManagerBase):
                 "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                 "response_tokens": int(valid_length),
             }
-            if self.arise.selection.rescores_gate:
+            if self.arise.selection.posts_queries(phase):
                 # sigma is calibrated on the queries of every generated group, those dynamic sampling
                 # drops included: the kept batch over-represents queries the gate passed (their
                 # groups mix R=2 with the control arm's R=1), which would set sigma too strict

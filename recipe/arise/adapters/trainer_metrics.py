@@ -8,6 +8,7 @@ import numpy as np
 
 from recipe.arise.core.groups import mechanism_metrics
 from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import utility_uplift_disagreement
 
 
 def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
@@ -81,6 +82,7 @@ def step_metrics(
         "arise/utility_max": float(np.max(utilities)) if utilities else 0.0,
         "arise/uplift_mean": float(np.mean(uplifts)) if uplifts else 0.0,
         "arise/uplift_skills": float(len(uplifts)),
+        "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
     if state["ig"]:

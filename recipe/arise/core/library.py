@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .library_entry import Contrast, Provenance, SkillEntry, StepEvents, dup_key
+from .library_entry import Contrast, Provenance, SkillEntry, StepEvents, dup_key, find_duplicate
 from .library_store import library_config, library_from_records, library_records, load_library, save_library
 from .skill import SkillDoc
 
@@ -47,6 +47,7 @@ SETTINGS = (
     "seed_trial_steps",
     "selection_start_step",
     "rank_by",
+    "dedupe",
 )
 
 
@@ -83,6 +84,7 @@ class SkillLibrary:
         seed_trial_steps: int | None = None,
         selection_start_step: int = 0,
         rank_by: str = "utility",
+        dedupe: bool = True,
     ) -> None:
         given = locals()  # the keyword arguments above are exactly SETTINGS
         self._apply_settings({name: given[name] for name in SETTINGS})
@@ -99,7 +101,7 @@ class SkillLibrary:
         for doc in seed_skills:
             if not isinstance(doc, SkillDoc):
                 raise ValueError(f"seed skills must be SkillDoc, got {type(doc).__name__}")
-            if self._find_duplicate(doc) is not None:
+            if find_duplicate(doc, (*self.cache, *self.reservoir)) is not None:
                 continue
             entry = self._new_entry(doc, step=0, utility=0.0, provenance=Provenance("seed", step=0))
             if len(self.cache) < self.cache_capacity:
@@ -146,6 +148,7 @@ class SkillLibrary:
         self.seed_trial_steps = None if steps is None else int(steps)
         self.selection_start_step = int(cfg["selection_start_step"])
         self.rank_by = rank_by
+        self.dedupe = bool(cfg["dedupe"])  # ADD drops a duplicate of an entry (not in the paper)
 
     def settings(self) -> dict[str, Any]:
         """The library's current :data:`SETTINGS`."""
@@ -244,13 +247,6 @@ class SkillLibrary:
             updated_step=int(step),
             provenance=provenance or Provenance(),
         )
-
-    def _find_duplicate(self, doc: SkillDoc, extra: Sequence[SkillEntry] = ()) -> str | None:
-        text, key = doc.to_json(), dup_key(doc)
-        for e in (*self.cache, *self.reservoir, *extra):
-            if e.doc.to_json() == text or dup_key(e.doc) == key:
-                return e.skill_id
-        return None
 
     def _on_trial(self, e: SkillEntry, step: int) -> bool:
         return (
@@ -387,7 +383,7 @@ class SkillLibrary:
 
     def _op_add(self, new_skills: Iterable[SkillDoc | tuple[SkillDoc, Provenance]], step: int, ev: StepEvents) -> None:
         """ADD: each new skill enters the cache (utility 0, or under ``fair_trial`` the mean cache
-        utility before the ADD); a duplicate of an entry or of an earlier new skill is dropped."""
+        utility before the ADD); with ``dedupe`` a duplicate of an entry or earlier new skill is dropped."""
         prior = 0.0
         if self.new_skill_policy == "fair_trial" and self.cache:
             prior = float(np.mean([e.utility for e in self.cache]))
@@ -403,7 +399,7 @@ class SkillLibrary:
             if provenance is not None and not isinstance(provenance, Provenance):
                 raise TypeError(f"a new skill's provenance must be a Provenance, got {type(provenance).__name__}")
             key = dup_key(doc)
-            dup = dup_index.get(key)
+            dup = dup_index.get(key) if self.dedupe else None
             if dup is not None:
                 ev.dropped_duplicates.append({"skill_name": doc.skill_name, "duplicate_of": dup})
                 continue

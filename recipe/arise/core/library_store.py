@@ -41,12 +41,14 @@ __all__ = [
 # 2: provenance (origin, source step/uid/query/rewards), causal-uplift counts and the exact IG.
 # 3: the stratified uplift sums (uplift_groups, uplift_weight, uplift_wdiff, uplift_wvar).
 # 4: the seeds' step limit in the settings (seed_trial_steps, selection_start_step).
+# 5: Sato's variance sums of the uplift (uplift_sato_p, uplift_sato_q); a version-3/4 file's uplift
+# restarts unmeasured (its sums cannot give Sato's variance; the counts are kept).
 # Version-1 and -2 files still load: the missing fields start empty. A version-2 file's pooled
 # uplift counts are kept as counts, but its uplift restarts unmeasured: pooled counts cannot be
 # split back into query groups, and their pooled difference is the confounded number version 3
 # replaces (docs/design_core.md: causal uplift).
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 _META_KEY = b"arise_skill_library"
 logger = logging.getLogger(__name__)
 
@@ -91,12 +93,15 @@ def _arrow_schema():
             ("uplift_weight", pa.float64()),
             ("uplift_wdiff", pa.float64()),
             ("uplift_wvar", pa.float64()),
+            # format version 5
+            ("uplift_sato_p", pa.float64()),
+            ("uplift_sato_q", pa.float64()),
         ]
     )
 
 
 # format version -> how many of the first columns of _arrow_schema() its files hold
-_COLUMNS_OF_VERSION = {1: 14, 2: 25, 3: 29, 4: 29}
+_COLUMNS_OF_VERSION = {1: 14, 2: 25, 3: 29, 4: 29, 5: 31}
 
 
 # ------------------------------------------------------------------ library <-> records
@@ -147,6 +152,8 @@ def library_records(lib: SkillLibrary) -> list[dict[str, Any]]:
                     "uplift_weight": float(e.uplift_weight),
                     "uplift_wdiff": float(e.uplift_wdiff),
                     "uplift_wvar": float(e.uplift_wvar),
+                    "uplift_sato_p": float(e.uplift_sato_p),
+                    "uplift_sato_q": float(e.uplift_sato_q),
                     "ig_exact": e.ig_exact,
                     "ig_step": e.ig_step,
                 }
@@ -194,6 +201,9 @@ def library_from_records(
             raise LibraryFormatError(f"{source}: row {i}: {e}") from e
         if version == 2 and entry.uplift_n:
             restarted += 1
+        if version in (3, 4) and entry.uplift_groups:  # no Sato sums: the uplift restarts, counts kept
+            entry.uplift_groups, entry.uplift_weight, entry.uplift_wdiff, entry.uplift_wvar = 0, 0.0, 0.0, 0.0
+            restarted += 1
         if entry.skill_id in seen:
             raise LibraryFormatError(f"{source}: row {i}: field 'skill_id': duplicate id {entry.skill_id!r}")
         seen.add(entry.skill_id)
@@ -211,9 +221,9 @@ def library_from_records(
     lib.next_id = max(int(cfg.get("next_id", 1)), max_num + 1)
     if restarted:
         logger.warning(
-            f"{source}: a format-version-2 library: the uplift of {restarted} skill(s) restarts unmeasured "
-            "(version 2 pooled the counts over query groups, which confounds a skill with its queries; "
-            "the counts are kept)"
+            f"{source}: a format-version-{version} library: the uplift of {restarted} skill(s) restarts "
+            "unmeasured (version 2 pooled the counts over query groups, which confounds a skill with its "
+            "queries; versions 3-4 lack the sums of Sato's variance; the counts are kept)"
         )
     return lib
 
@@ -316,10 +326,10 @@ def entry_from_record(r: dict[str, Any]) -> tuple[SkillEntry, str, int]:
         nums[name] = check_int(r.get(name, 0), name)
     if nums["uplift_successes"] > nums["uplift_n"] or nums["uplift_base_successes"] > nums["uplift_base_n"]:
         raise ValueError("fields 'uplift_*': more successes than trajectories")
-    for name in ("uplift_weight", "uplift_wdiff", "uplift_wvar"):
+    for name in ("uplift_weight", "uplift_wdiff", "uplift_wvar", "uplift_sato_p", "uplift_sato_q"):
         nums[name] = check_number(r.get(name, 0.0), name)
-    if nums["uplift_weight"] < 0 or nums["uplift_wvar"] < 0:
-        raise ValueError("fields 'uplift_weight'/'uplift_wvar' must be >= 0")
+    if nums["uplift_weight"] < 0 or nums["uplift_wvar"] < 0 or nums["uplift_sato_q"] < 0:
+        raise ValueError("fields 'uplift_weight'/'uplift_wvar'/'uplift_sato_q' must be >= 0")
     if (nums["uplift_groups"] == 0) != (nums["uplift_weight"] == 0.0):
         raise ValueError("fields 'uplift_groups'/'uplift_weight': a weight needs groups and groups need a weight")
     ig_exact, ig_step = r.get("ig_exact"), r.get("ig_step")

@@ -1,0 +1,235 @@
+"""The trainer's Upload side (recipe.arise.adapters.trainer): the tau+ groups it reads back from verl's
+batch (single-turn and tool-loop traces) and the exact information gain (App. D.3)."""
+
+import itertools
+from types import SimpleNamespace
+
+from recipe.arise.core.arise_config import ARISEConfig
+from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.skill import SkillDoc
+
+
+def _library(*names):
+    return SkillLibrary(seed_skills=[SkillDoc(n, "general", f"insight {n}", ("a", "b"), "c") for n in names])
+
+
+# ------------------------------------------------------------------ exact IG (trainer adapter)
+
+
+class _ByteTokenizer:
+    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
+        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
+
+
+MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
+
+
+def _ig_trainer(train_manager=False):
+    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.core.arise_config import ARISEConfig
+
+    cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
+    lib = _library("skill_a", "skill_b")
+    trainer = SimpleNamespace(
+        arise=cfg, tokenizer=_ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
+    )
+    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
+    trainer._ig_context = ARISETrainer._ig_context.__get__(trainer)
+
+    def generate_all(prompts, params, timeout_s):
+        trainer.prompts += prompts
+        # every prompt token gets log-prob -1, except 'x' (-5): a trace of x's is unlikely anywhere
+        return [
+            SimpleNamespace(
+                extra_fields={"prompt_logprobs": [[-5.0 if t == ord("x") else -1.0] for t in p[1:]] + [[0]]}
+            )
+            for p in prompts
+        ]
+
+    trainer._generate_all = generate_all
+    return trainer, ARISETrainer
+
+
+def _enc(text):
+    return [ord(c) for c in text]
+
+
+def test_exact_ig_uses_the_unaided_trace_not_the_best_reward_one():
+    trainer, cls = _ig_trainer()
+    group = {
+        "uid": "g1",
+        "messages": MESSAGES,
+        # tau+: an R=2 trace written under a skill comes first (best reward)
+        "traces": [{"text": "", "reward": 2.0, "ids": _enc("skilled"), "skill_id": "s000001"}],
+        # a correct unaided trace (R=1; outside tau+ beside R=2 ones)
+        "unaided": [{"reward": 1.0, "ids": _enc("plain")}],
+    }
+    ig = cls._exact_ig(trainer, [group], step=100)
+    assert set(ig) == set(trainer.library.cache_ids())
+    traces = {bytes(p).decode().rsplit("|A:", 1)[1] for p in trainer.prompts}
+    assert traces == {"plain"}
+    # no unaided trace at all: nothing is measured (never a skill-written trace)
+    trainer.prompts.clear()
+    group_without = {**group, "unaided": []}
+    assert cls._exact_ig(trainer, [group_without], step=200) == {} and trainer.prompts == []
+
+
+def test_exact_ig_without_an_unaided_list_takes_unaided_tau_plus_traces():
+    trainer, cls = _ig_trainer()
+    group = {
+        "uid": "g1",
+        "messages": MESSAGES,
+        "traces": [
+            {"text": "", "reward": 2.0, "ids": _enc("skilled"), "skill_id": "s000001"},
+            {"text": "", "reward": 1.0, "ids": _enc("plain"), "skill_id": ""},
+        ],
+    }
+    cls._exact_ig(trainer, [group], step=100)
+    assert {bytes(p).decode().rsplit("|A:", 1)[1] for p in trainer.prompts} == {"plain"}
+
+
+def test_exact_ig_injects_the_skill_where_the_agent_loop_does():
+    for train_manager in (False, True):
+        trainer, cls = _ig_trainer(train_manager)
+        group = {"uid": "g1", "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc("plain")}]}
+        cls._exact_ig(trainer, [group], step=100)
+        base, *with_skill = [bytes(p).decode() for p in trainer.prompts]
+        assert base == "U:What is 1 plus 2?|A:plain"
+        doc = trainer.library.cache[0].doc.to_json()
+        if train_manager:  # the skill opens the assistant turn, as scored and trained
+            assert with_skill[0] == f"U:What is 1 plus 2?|A:SKILL:{doc}\nplain"
+        else:  # the skill line before the question in the user turn
+            assert with_skill[0] == f"U:SKILL:{doc}\nWhat is 1 plus 2?|A:plain"
+
+
+class _Jagged:
+    """What TransferQueue hands back for a jagged tensor field (offsets, padded view)."""
+
+    def __init__(self, rows):
+        import torch
+
+        self.rows, self.torch = rows, torch
+
+    def offsets(self):
+        lengths = [len(r) for r in self.rows]
+        return self.torch.tensor([0, *itertools.accumulate(lengths)])
+
+    def to_padded_tensor(self, padding):
+        width = max(len(r) for r in self.rows)
+        return self.torch.tensor([list(r) + [padding] * (width - len(r)) for r in self.rows])
+
+
+def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
+    import recipe.arise.adapters.trainer as trainer_mod
+    from recipe.arise.core.arise_config import ARISEConfig
+
+    # one group: 2 control-arm trajectories (one right: R=1), 2 with a skill (one right: R=2)
+    texts = ["ctrl_right", "ctrl_wrong", "skill_right", "skill_wrong"]
+    rewards = [1.0, 0.0, 2.0, 0.0]
+    skills = ["", "", "s000001", "s000001"]
+    data = {
+        "uid": ["q1"] * 4,
+        "responses": _Jagged([_enc(t) for t in texts]),
+        "rm_scores": _Jagged([[0.0] * (len(t) - 1) + [r] for t, r in zip(texts, rewards, strict=True)]),
+        "raw_prompt": [MESSAGES] * 4,
+        "extra_info": [{"question": "What is 1 plus 2?"}] * 4,
+        "extra_fields": [{"arise_skill_id": s, "arise_control": not s} for s in skills],
+    }
+    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: dict(data))
+    tokenizer = _ByteTokenizer()
+    tokenizer.pad_token_id = 0
+    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
+    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
+    batch = SimpleNamespace(tags=[{}] * 4, keys=list("abcd"), partition_id="train")
+    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    # tau+ (R above the group mean 0.75): the R=2 skill trace first, then the R=1 control trace
+    assert [(t["text"], t["skill_id"]) for t in group["traces"]] == [("skill_right", "s000001"), ("ctrl_right", "")]
+    assert [bytes(t["ids"]).decode() for t in group["unaided"]] == ["ctrl_right"]
+
+
+def test_an_all_correct_unaided_group_gives_the_exact_ig_its_trace_but_no_summary(monkeypatch):
+    """A group without tau+ (all R=1: dynamic sampling off, or a group the batch keeps anyway) still
+    holds correct unaided traces: the exact IG takes them, the summary does not see it (no traces)."""
+    import recipe.arise.adapters.trainer as trainer_mod
+
+    texts = ["right_a", "right_b", "wrong_c"]
+    data = {
+        "uid": ["q1", "q1", "q2"],
+        "responses": _Jagged([_enc(t) for t in texts]),
+        "rm_scores": _Jagged([[0.0] * (len(t) - 1) + [r] for t, r in zip(texts, (1.0, 1.0, 0.0), strict=True)]),
+        "raw_prompt": [MESSAGES] * 3,
+        "extra_info": [{"question": "What is 1 plus 2?"}] * 3,
+        "extra_fields": [{"arise_skill_id": ""}] * 3,
+    }
+    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: dict(data))
+    tokenizer = _ByteTokenizer()
+    tokenizer.pad_token_id = 0
+    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
+    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
+    batch = SimpleNamespace(tags=[{}] * 3, keys=list("abc"), partition_id="train")
+    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)  # q2: nothing correct
+    assert group["uid"] == "q1" and group["traces"] == [] and len(group["unaided"]) == 2
+
+
+def test_exact_ig_scores_the_whole_trace_by_default():
+    trainer, cls = _ig_trainer()
+    long_trace = _enc("y" * 1500)  # longer than the old 1,024-token clip
+    group = {"uid": "g1", "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": long_trace}]}
+    cls._exact_ig(trainer, [group], step=100)
+    assert trainer.arise.ig.max_response_tokens == 0
+    assert all(bytes(p).decode().endswith("|A:" + "y" * 1500) for p in trainer.prompts[:1])
+
+
+# --------------------------------------------------------------------------- tau+ traces of a tool loop
+
+CODE = "print(sum(range(101)))"
+CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "' + CODE + '"}}\n</tool_call>'
+RESULT = "5050\n" + "r" * 500  # a long tool output: clipped
+TURN1 = "I will add them with Python.\n" + CALL
+# the tool turn as Qwen3's template renders it, special tokens skipped (roles stay as bare lines)
+TOOL_TURN = "\nuser\n<tool_response>\n" + RESULT + "\n</tool_response>\nassistant\n"
+TURN2 = "The sum is \\boxed{5050}."
+
+
+def _decode(ids):
+    return "".join(chr(i) for i in ids)
+
+
+def _trace(*segments):
+    """(text, mask) segments -> char ids and response_mask."""
+    ids = [ord(c) for text, _ in segments for c in text]
+    mask = [m for text, m in segments for _ in text]
+    return ids, mask
+
+
+def test_tau_plus_traces_of_a_tool_loop_are_transcripts(monkeypatch):
+    import recipe.arise.adapters.trainer as trainer_mod
+
+    tool_ids, tool_mask = _trace((TURN1, 1), (TOOL_TURN, 0), (TURN2, 1))
+    plain = [ord(c) for c in "2 plus 2 is 4. \\boxed{4}"]
+    data = {
+        "uid": ["q1"] * 3,
+        "responses": _Jagged([tool_ids, plain, [ord("x")]]),
+        "response_mask": _Jagged([tool_mask, [1] * len(plain), [1]]),
+        "rm_scores": _Jagged([[0.0] * (len(tool_ids) - 1) + [1.0], [0.0] * (len(plain) - 1) + [1.0], [0.0]]),
+        "raw_prompt": [[{"role": "user", "content": "What is 2+2?"}]] * 3,
+        "extra_info": [{"question": "What is 2+2?"}] * 3,
+        "extra_fields": [{}] * 3,
+    }
+    asked = []
+    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: asked.append(kw["select_fields"]) or dict(data))
+    tokenizer = SimpleNamespace(pad_token_id=0, decode=lambda ids, skip_special_tokens=True: _decode(ids))
+    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
+    batch = SimpleNamespace(tags=[{}] * 3, keys=list("abc"), partition_id="train")
+    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    assert "response_mask" in asked[0]
+    tool, single = group["traces"]
+    assert tool["tool_turns"] == 1 and single["tool_turns"] == 0
+    assert f"TOOL CALL python: {CODE}" in tool["text"] and "TOOL RESULT: 5050" in tool["text"]
+    assert "r" * 201 not in tool["text"]  # tool_result_chars, 200 by default
+    assert single["text"] == _decode(plain) and tool["ids"] == tool_ids
