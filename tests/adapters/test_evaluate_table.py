@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from recipe.arise.tools.evaluate import collect_results, combine, read_validation_metrics, table_rows, write_outputs
+from recipe.arise.tools.evaluate import (
+    collect_results,
+    combine,
+    markdown_table,
+    read_validation_metrics,
+    table_rows,
+    write_outputs,
+)
 
 METRICS = {
     "val-core/aime24/acc/mean@4": 0.5,
@@ -45,18 +52,37 @@ def test_collect_results_keeps_largest_k_and_skill_use():
 
 
 def test_table_layout_and_omni_macro_average():
+    """The evaluated benchmarks only (no column of dashes for AMC 23 / AIME 25), in Table 1's order."""
     titles, cells = table_rows(collect_results(METRICS))
-    assert titles[:3] == ["AMC 23", "AIME 24", "AIME 25"]
+    assert titles == ["AIME 24", *(f"Omni {d}" for d in ("Algebra", "Number Theory", "Combinatorics", "Geometry"))] + [
+        "Omni Avg.",
+        "my_set",
+    ]
     row = dict(zip(titles, cells, strict=False))
-    assert row["AMC 23"] == "—" and row["AIME 24"] == "50.0"
+    assert row["AIME 24"] == "50.0"
     assert row["Omni Avg."] == "35.0"  # (20 + 30 + 40 + 50) / 4
-    assert titles[-1] == "my_set" and row["my_set"] == "25.0"
+    assert row["my_set"] == "25.0"
+
+
+def test_the_papers_column_set_when_all_seven_were_evaluated():
+    paper = ("amc23", "aime24", "aime25") + tuple(f"omni_math_{d}" for d in ("algebra", "number_theory"))
+    paper += ("omni_math_combinatorics", "omni_math_geometry")
+    full = {s: {"pass@1": 0.5, "k": 4} for s in paper}
+    titles, cells = table_rows(full)
+    assert titles[:3] == ["AMC 23", "AIME 24", "AIME 25"] and titles[-1] == "Omni Avg." and len(titles) == 8
+    assert "evaluated benchmarks only" not in "\n".join(markdown_table([("arise", full)]))
+    one = markdown_table([("arise", {"my_set": {"pass@1": 0.25, "k": 2}})])
+    assert one[-2:] == ["|---|---|", "| arise | 25.0 |"] and "—" not in one[-1]
+    assert "evaluated benchmarks only" in one[1]
+    # several runs: the union of what they evaluated; a run without one of them gets a dash
+    two = markdown_table([("a", {"aime24": {"pass@1": 0.5, "k": 4}}), ("b", {"amc23": {"pass@1": 0.25, "k": 4}})])
+    assert two[-4:] == ["| Method | AMC 23 | AIME 24 |", "|---|---|---|", "| a | — | 50.0 |", "| b | 25.0 | — |"]
 
 
 def test_omni_average_needs_all_four_domains():
     results = collect_results({k: v for k, v in METRICS.items() if "geometry" not in k})
-    row = dict(zip(*table_rows(results), strict=False))
-    assert row["Omni Avg."] == "—"
+    titles = table_rows(results)[0]
+    assert "Omni Avg." not in titles and "Omni Geometry" not in titles
 
 
 def test_outputs_and_combine(tmp_path):
@@ -68,9 +94,30 @@ def test_outputs_and_combine(tmp_path):
     table = tmp_path / "t" / "table.md"
     combine([tmp_path / "a", tmp_path / "b"], tmp_path / "t")
     lines = table.read_text().splitlines()
-    assert lines[4].startswith("| arise | — | 50.0 |") and lines[5].startswith("| grpo | — | 40.0 |")
+    assert lines[-2].startswith("| arise | 50.0 |") and lines[-1].startswith("| grpo | 40.0 | — |")
     with pytest.raises(FileNotFoundError, match="eval.json"):
         combine([tmp_path], tmp_path / "t2")
+
+
+def test_combine_cli_names_what_is_wrong_and_where_it_wrote(tmp_path, capsys):
+    from recipe.arise.tools import evaluate
+
+    for run in ("x/ev", "y/ev", "z"):  # three runs with the same label, two with the same folder name
+        write_outputs({"aime24": {"pass@1": 0.4, "k": 4}}, tmp_path / run, "arise")
+    out = tmp_path / "tables"
+    assert evaluate.main(["--combine", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nowhere: no such folder" in err and "Traceback" not in err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "eval.json").write_text("{")
+    assert evaluate.main(["--combine", str(tmp_path / "bad"), "--out", str(out)]) == 2
+    assert "bad/eval.json: not an evaluation result" in capsys.readouterr().err
+    runs = [str(tmp_path / r) for r in ("x/ev", "y/ev", "z")]
+    assert evaluate.main(["--combine", *runs, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.rstrip().splitlines()[-1] == f"[eval] wrote {out / 'table.md'}"
+    rows = [line.split(" | ")[0] for line in (out / "table.md").read_text().splitlines() if line.startswith("| arise")]
+    assert rows == [f"| arise ({runs[0]})", f"| arise ({runs[1]})", "| arise (z)"]  # no two rows alike
 
 
 def test_read_validation_metrics_errors_clearly(tmp_path):
@@ -136,29 +183,29 @@ def test_eval_runs_in_the_callers_cwd(tmp_path, monkeypatch, capsys):
     (tmp_path / "a.parquet").touch()
     calls = []
 
-    def fake_run(cmd, **kwargs):
-        calls.append((cmd, kwargs))
-        metrics = kwargs["env"]["VERL_FILE_LOGGER_PATH"]
+    def fake_run(cmd, env, log_path, verbose=False):
+        calls.append((cmd, {"env": env, "log": log_path}))
+        metrics = env["VERL_FILE_LOGGER_PATH"]
         assert any(metrics in arg for arg in cmd if arg.startswith("++ray_kwargs"))
         row = {"step": 0, "data": {"val-core/aime24/acc/mean@4": 0.25}}
         Path(metrics).write_text(json.dumps(row) + "\n")
-        return evaluate.subprocess.CompletedProcess(cmd, 0)
+        return 0
 
-    monkeypatch.setattr(evaluate.subprocess, "run", fake_run)
+    monkeypatch.setattr(evaluate, "run_validation", fake_run)
     out = tmp_path / "out"
     rc = evaluate.main(
         ["--model", "m", "--data", str(tmp_path / "a.parquet"), "--k", "4", "--out", str(out), "--skip-preflight"]
     )
     assert rc == 0 and len(calls) == 1
     cmd, kwargs = calls[0]
-    assert "cwd" not in kwargs and cmd[1:3] == ["-m", "recipe.arise.adapters.main_arise"]
+    assert cmd[1:3] == ["-m", "recipe.arise.adapters.main_arise"] and kwargs["log"] == out / "eval.log"
     assert json.loads((out / "eval.json").read_text())["results"]["aime24"]["pass@1"] == 0.25
 
 
 def test_print_overrides_starts_nothing(tmp_path, monkeypatch, capsys):
     from recipe.arise.tools import evaluate
 
-    monkeypatch.setattr(evaluate.subprocess, "run", lambda *a, **k: pytest.fail("started a run"))
+    monkeypatch.setattr(evaluate, "run_validation", lambda *a, **k: pytest.fail("started a run"))
     rc = evaluate.main(["--model", "m", "--data", "/nowhere/x.parquet", "--out", str(tmp_path), "--print-overrides"])
     lines = capsys.readouterr().out.splitlines()
     assert rc == 0 and lines[0] == "ENTRY=recipe.arise.adapters.main_arise"

@@ -317,7 +317,13 @@ def test_eval_on_validation_machinery(arise_run, tmp_path):
     assert result["scored"] == 1.0 and 0.0 < result["max_p"] <= 1.0
     assert result["skill_use"] > 0.0
     table = (tmp_path / "eval" / "eval.md").read_text()
-    assert "AIME 24" in table and "arise_tiny_addition" in table
+    assert "arise_tiny_addition" in table and "AIME 24" not in table  # what was evaluated, no empty columns
+    # a console a person can read: what starts and the table, the rest in eval.log
+    console = (proc.stdout + proc.stderr).splitlines()
+    assert len(console) < 60, "\n".join(console)
+    assert any("rollout server ready" in line for line in console), "\n".join(console)
+    assert f"[eval] full log: {tmp_path / 'eval' / 'eval.log'}" in console
+    assert "val-core/" in (tmp_path / "eval" / "eval.log").read_text()  # verl's own output, whole, in the log
 
 
 def test_plain_grpo_through_the_same_path(tmp_path, tiny):

@@ -321,6 +321,7 @@ def test_report_writes_valid_pngs_and_html(report):
         "coevolution",
         "utility_distribution",
         "utility_trajectories",
+        "utility_vs_uplift",
         "html",
     }
     assert set(report) == expected
@@ -464,7 +465,8 @@ def test_model_text_cannot_inject_markup_or_template_code(tmp_path):
     assert "<script" not in evil and EVIL not in evil
     # ...and the text reads back as the model wrote it, once per cell: name, type, insight, two steps and
     # check per table row; name, query group and question per generated skill in the provenance list
-    rows, sources = plain.count("<tr>") - 9, plain.count("<li id=")  # less the summary's 8 rows and the header
+    top_table = plain[plain.index("Top skills by utility") :]
+    rows, sources = top_table.count("<tr>") - 1, plain.count("<li id=")  # less the table's header
     assert rows >= 5 and sources >= 5
     assert "".join(_Page(evil).text).count(EVIL) == 6 * rows + 3 * sources
     assert "injected" not in evil  # values are data, never template source
@@ -517,3 +519,37 @@ def test_smoke_run_report(smoke, tmp_path):
     phases = [metrics[s].get("arise/phase") for s in sorted(metrics)]
     if 1.0 in phases and 2.0 in phases:
         assert "Phase I/II boundary</th><td>x = " in html
+
+
+def _harmful_top_skill_library():
+    """A cache whose highest-utility skill measured harmful beside the control arm (the README's CPU run:
+    utility 0.86, uplift -0.154 +- 0.064), and a low-utility one equally harmful (not flagged)."""
+    from recipe.arise.core.library_entry import Contrast
+
+    lib = SkillLibrary(seed_skills=[doc(f"skill_{i}") for i in range(4)])
+    top, mid1, mid2, low = lib.cache_ids()
+    for sid, u in ((top, 0.86), (mid1, 0.5), (mid2, 0.4), (low, 0.01)):
+        lib.get(sid).utility = u
+    for sid in (top, low):
+        for _ in range(12):  # 12 groups of 6 aided (3 right) vs 2 control (both right)
+            assert lib.get(sid).add_contrast(Contrast(sid, 6, 3, 2, 2))
+    return lib, top
+
+
+def test_inspect_and_report_flag_a_top_utility_skill_measured_harmful(tmp_path, capsys):
+    from recipe.arise.core.library_entry import utility_uplift_disagreement
+    from recipe.arise.tools.report_figures import _disagreement_note
+
+    lib, top = _harmful_top_skill_library()
+    assert utility_uplift_disagreement(lib.cache) == [top]  # the low-utility harmful one is not in the top half
+    lib.save(tmp_path / "library.parquet")
+    rc, out, _ = cli(capsys, tmp_path / "library.parquet")
+    assert rc == 0 and "utility vs uplift: 1 cache skill(s)" in out and top in out
+    flagged = [line for line in out.splitlines() if line.split()[:2] == ["cache", top]]
+    assert flagged and "!" in flagged[0]
+    rows = json_rows(capsys, tmp_path / "library.parquet")
+    assert [r["id"] for r in rows if r["utility_uplift_disagree"]] == [top]
+    assert top in _disagreement_note(lib)
+    build_run(tmp_path / "run", steps=2)
+    html = rep.build_report(tmp_path / "run", tmp_path / "out")["html"].read_text(encoding="utf-8")
+    assert "utility vs uplift" in html and "entirely below 0" in html

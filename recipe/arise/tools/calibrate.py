@@ -10,8 +10,11 @@ code (``recipe.arise.core.scoring``: the same prefix, truncation and normalisati
 with ``prompt_logprobs``; then prints the distribution of max_k softmax(s / sigma)_k, the gate's
 pass rate at sigma and delta, and the sigma that gives the target pass rate
 (``recipe.arise.core.calibration``), also at the paper's other deltas. sigma defaults to the one saved
-beside the library (``gate.json``, a checkpoint's calibrated sigma), else 1.0. On CPU, run it
-with the project's CPU layer (``ARISE_CPU=1``, see run_scripts/cpu_env.sh).
+beside the library (``gate.json``, a checkpoint's calibrated sigma), else 1.0.
+
+On a machine without a GPU it applies the project's CPU layer itself (``run_scripts/cpu_env.sh``'s
+variables, as ``CPU=1`` runs do; ``--device cpu|gpu`` forces one). The console shows what it does
+and vLLM's progress bar; vLLM's log lines are kept to warnings unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,35 @@ from recipe.arise.core.calibration import (
 from recipe.arise.core.scoring import SCORE_NORMS, score_queries
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+PROG = "python -m recipe.arise.tools.calibrate"
+CPU_ENV = Path(__file__).resolve().parents[3] / "run_scripts" / "cpu_env.sh"
+
+
+def cpu_layer_env(script: Path = CPU_ENV) -> dict[str, str]:
+    """The variables ``run_scripts/cpu_env.sh`` exports (sourced in bash, so the CPU runs and this
+    tool share one definition); values already set in the environment are kept, as the script does."""
+    if not script.is_file():
+        raise FileNotFoundError(f"{script}: the CPU layer is not there (set ARISE_CPU=1 and its variables yourself)")
+    proc = subprocess.run(
+        ["bash", "-c", 'source "$1" >/dev/null && env -0', "cpu_env", str(script)],
+        capture_output=True,
+        env=dict(os.environ),
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()}")
+    after = dict(item.split("=", 1) for item in proc.stdout.decode().split("\0") if "=" in item)
+    return {k: v for k, v in after.items() if os.environ.get(k) != v and k not in ("_", "SHLVL", "PWD", "OLDPWD")}
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def say(text: str) -> None:
+    """The tool's own progress lines (stderr, so the table on stdout can be piped alone)."""
+    print(f"[calibrate] {text}", file=sys.stderr, flush=True)
 
 
 def load_queries(path: str | os.PathLike, n: int, seed: int = 0) -> list[list[dict]]:
@@ -139,11 +173,16 @@ def vllm_engine(model: str, args) -> Callable[[list[list[int]]], list[Any]]:
         kwargs["max_model_len"] = args.max_model_len
     if args.gpu_memory_utilization:
         kwargs["gpu_memory_utilization"] = args.gpu_memory_utilization
+    say(f"starting the vLLM engine on {model} (loading the weights; ~30-60 s on CPU)")
+    started = time.time()
     llm = LLM(**kwargs)
+    say(f"vLLM engine ready in {time.time() - started:.0f} s")
     params = SamplingParams(max_tokens=1, temperature=1.0, top_p=1.0, top_k=-1, prompt_logprobs=0, detokenize=False)
 
     def run(prompts: list[list[int]]) -> list[list[list[float]]]:
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
+        say(f"scoring: {len(prompts)} requests (query x skill), vLLM's progress bar below")
+        # vLLM's own progress bar (tqdm on stderr): requests done, rate, time left
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=True)
         rows = []
         for out, ids in zip(outputs, prompts, strict=True):
             entries = out.prompt_logprobs or []
@@ -160,8 +199,22 @@ def vllm_engine(model: str, args) -> Callable[[list[list[int]]], list[Any]]:
     return run
 
 
+def prepare_device(args) -> None:
+    """Before vLLM is imported: the CPU layer where there is no GPU, and vLLM's log level."""
+    if not args.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if os.environ.get("ARISE_CPU") == "1" or args.device == "gpu":
+        return
+    if args.device == "cpu" or not has_gpu():
+        layer = cpu_layer_env()
+        os.environ.update(layer)
+        say(f"no GPU: the CPU layer ({CPU_ENV.relative_to(CPU_ENV.parents[1])}: {', '.join(sorted(layer))})")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="HF model path (the policy whose scores the gate sees)")
     parser.add_argument("--data", required=True, help="a verl-format parquet (prompt column of chat messages)")
     parser.add_argument("--library", help="a library.parquet (e.g. CKPT/global_step_N/arise/library.parquet)")
@@ -179,12 +232,27 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-memory-utilization", type=float, default=None)
     parser.add_argument("--seed", type=int, default=0, help="which rows are sampled")
     parser.add_argument("--json", help="also write the report as JSON here")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "gpu"],
+        default="auto",
+        help="auto: the CPU layer (run_scripts/cpu_env.sh) where torch sees no GPU; cpu: always; gpu: never",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show vLLM's log lines (default: warnings only)")
     args = parser.parse_args(argv)
 
-    texts, saved_sigma = load_skills(args.library, args.seeds)
+    try:
+        texts, saved_sigma = load_skills(args.library, args.seeds)
+        queries = load_queries(args.data, args.queries, args.seed)
+        if not Path(args.model).is_dir() and args.model.startswith((".", "/", "~")):
+            raise FileNotFoundError(f"--model {args.model}: no such folder")
+        say(f"{len(queries)} queries of {args.data} x {len(texts)} skills ({args.library or 'the seed skills'})")
+        prepare_device(args)
+    except (OSError, ValueError, RuntimeError) as error:  # bad input: one line naming it, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     sigma = args.sigma if args.sigma is not None else (saved_sigma if saved_sigma is not None else 1.0)
     target = args.target if args.target is not None else paper_target_use(args.delta)
-    queries = load_queries(args.data, args.queries, args.seed)
 
     from transformers import AutoTokenizer
 

@@ -13,7 +13,10 @@ checkpoint (``arise/gate.json``, or beside ``--library``; validation never recal
 ``val-core/<data_source>/acc/mean@k``. ``--no-skills`` evaluates the same weights without the
 library (baselines); ``--library final|seeds|none|FILE`` picks the library: the checkpoint's
 (default with ``--checkpoint``), the seed skills, none, or a ``library.parquet`` / exported
-``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout), ``eval.csv``, ``eval.json``.
+``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout: the evaluated
+benchmarks; the paper's seven columns when all were evaluated), ``eval.csv``, ``eval.json``; ``eval.log``
+holds the validation run's whole output (Ray, vLLM, verl) while the console shows what starts, progress
+and the table (``--verbose``: everything).
 
 Before the run starts, ``recipe.arise.tools.preflight`` composes and checks the final config (no GPU is
 touched); ``--print-overrides`` prints the run's entry and overrides instead of running (the
@@ -26,7 +29,6 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -66,33 +68,50 @@ def collect_results(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     return {s: {k: v for k, v in e.items() if not k.startswith("_")} for s, e in results.items() if "pass@1" in e}
 
 
+PAPER_SOURCES = [s for s, _ in IN_DISTRIBUTION + OMNI_DOMAINS]
+
+
+def paper_layout(sources) -> bool:
+    """The paper's whole Table-1 column set only when all seven of its benchmarks were evaluated."""
+    return set(PAPER_SOURCES) <= set(sources)
+
+
 def table_rows(results: dict[str, dict[str, float]]) -> tuple[list[str], list[str]]:
-    """Column titles and formatted cells (percent) in the Table-1 layout, then any other sources."""
+    """Column titles and formatted cells (percent): the evaluated benchmarks, the paper's in Table 1's
+    order and with its titles (all seven, and the Omni macro average, when all were evaluated), then
+    any other sources."""
     titles, cells = [], []
 
     def cell(source):
         return f"{100 * results[source]['pass@1']:.1f}" if source in results else "—"
 
+    full = paper_layout(results)
     for source, title in IN_DISTRIBUTION + OMNI_DOMAINS:
-        titles.append(title if source in dict(IN_DISTRIBUTION) else f"Omni {title}")
-        cells.append(cell(source))
+        if full or source in results:
+            titles.append(title if source in dict(IN_DISTRIBUTION) else f"Omni {title}")
+            cells.append(cell(source))
     domains = [results[s]["pass@1"] for s, _ in OMNI_DOMAINS if s in results]
-    titles.append("Omni Avg.")
-    cells.append(f"{100 * sum(domains) / len(domains):.1f}" if len(domains) == len(OMNI_DOMAINS) else "—")
-    known = {s for s, _ in IN_DISTRIBUTION + OMNI_DOMAINS}
-    for source in sorted(set(results) - known):
+    if len(domains) == len(OMNI_DOMAINS):
+        titles.append("Omni Avg.")
+        cells.append(f"{100 * sum(domains) / len(domains):.1f}")
+    for source in sorted(set(results) - set(PAPER_SOURCES)):
         titles.append(source)
         cells.append(cell(source))
     return titles, cells
 
 
 def markdown_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
-    """One row per (method label, results), columns as in the paper's Table 1."""
+    """One row per (method label, results); the columns are the benchmarks any run evaluated (the
+    paper's Table 1 when all of them were)."""
     rows = [(label, dict(zip(*table_rows(results), strict=False))) for label, results in runs]
-    titles = table_rows({s: {"pass@1": 0.0} for _, results in runs for s in results})[0]
+    sources = {s for _, results in runs for s in results}
+    titles = table_rows({s: {"pass@1": 0.0} for s in sources})[0]
     k = max((r["k"] for _, results in runs for r in results.values()), default=0)
-    lines = [
-        f"Pass@1 (%) averaged over k={k} samples per problem",
+    lines = [f"Pass@1 (%) averaged over k={k} samples per problem"]
+    if not paper_layout(sources):
+        missing = ", ".join(s for s in PAPER_SOURCES if s not in sources)
+        lines.append(f"(the evaluated benchmarks only; the paper's Table 1 also has {missing})")
+    lines += [
         "",
         "| Method | " + " | ".join(titles) + " |",
         "|---|" + "---|" * len(titles),
@@ -102,17 +121,29 @@ def markdown_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[
 
 
 def combine(dirs: list[str], out_dir: str | os.PathLike) -> str:
-    """Merge several evaluation outputs (their eval.json) into one Table-1 style ``table.md``."""
+    """Merge several evaluation outputs (their eval.json) into one Table-1 style ``table.md``. A run
+    whose label another run has too is named ``label (folder)`` (its folder as given, if those agree
+    too), so that no two rows look alike."""
     runs = []
     for d in dirs:
         path = Path(d) / "eval.json"
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"{d}: no such folder (an evaluation output: OUT of eval_arise.sh)")
         if not path.exists():
             raise FileNotFoundError(f"{path}: not an evaluation output folder (no eval.json)")
-        data = json.loads(path.read_text())
-        runs.append((data["method"], data["results"]))
+        try:
+            data = json.loads(path.read_text())
+            runs.append([data["method"], data["results"]])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not an evaluation result ({type(error).__name__}: {error})") from error
+    labels = [label for label, _ in runs]
+    for i, d in enumerate(dirs):
+        if labels.count(labels[i]) > 1:
+            names = [Path(x).resolve().name for x, lab in zip(dirs, labels, strict=True) if lab == labels[i]]
+            runs[i][0] = f"{labels[i]} ({Path(d).resolve().name if names.count(Path(d).resolve().name) == 1 else d})"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text("\n".join(markdown_table(runs)) + "\n")
+    (out / "table.md").write_text("\n".join(markdown_table([tuple(r) for r in runs])) + "\n")
     return str(out / "table.md")
 
 
@@ -163,6 +194,14 @@ def read_validation_metrics(path: str | os.PathLike) -> dict[str, float]:
 
 
 ENTRY = "recipe.arise.adapters.main_arise"
+
+
+def run_validation(cmd: list[str], env: dict, log_path: Path, verbose: bool = False) -> int:
+    """The validation run, its whole output in ``log_path`` and a concise console
+    (recipe.arise.tools.console; ``verbose``: every line)."""
+    from recipe.arise.tools.console import run_logged
+
+    return run_logged(cmd, env, log_path, "[eval]", verbose=verbose)
 
 
 def _hydra_str(value: str | os.PathLike) -> str:
@@ -259,7 +298,11 @@ def metrics_path(args) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.arise.tools.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--combine", nargs="+", metavar="EVAL_DIR", help="only merge earlier outputs into OUT/table.md")
     parser.add_argument("--model", help="HF model path the checkpoint was trained from (architecture, tokenizer)")
     parser.add_argument("--checkpoint", help="a global_step_N folder; omit to evaluate the base model")
@@ -284,11 +327,22 @@ def main(argv=None) -> int:
         action="store_true",
         help="do not run recipe.arise.tools.preflight first (also SKIP_PREFLIGHT=1)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the validation run's whole output (Ray, vLLM, verl) on the console too (also VERBOSE=1); "
+        "by default it goes to OUT/eval.log",
+    )
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides (after --)")
     args = parser.parse_args(argv)
     if args.combine:
-        path = combine(args.combine, args.out)
+        try:
+            path = combine(args.combine, args.out)
+        except (OSError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         print(Path(path).read_text())
+        print(f"[eval] wrote {path}")
         return 0
     if not args.model or not args.data:
         parser.error("--model and --data are required (unless --combine)")
@@ -314,7 +368,8 @@ def main(argv=None) -> int:
     if not (args.skip_preflight or os.environ.get("SKIP_PREFLIGHT") == "1"):
         from recipe.arise.tools.preflight import run_preflight
 
-        if run_preflight(ENTRY, overrides) != 0:
+        verbose = args.verbose or os.environ.get("VERBOSE") == "1"
+        if run_preflight(ENTRY, overrides, brief=not verbose) != 0:  # brief: what is not OK, the verdict
             print(
                 "[eval] preflight failed (see above); --skip-preflight / SKIP_PREFLIGHT=1 runs anyway", file=sys.stderr
             )
@@ -324,11 +379,13 @@ def main(argv=None) -> int:
     metrics = metrics_path(args)
     env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)}
     cmd = [sys.executable, "-m", ENTRY, *overrides]
-    print("[eval] running:", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, env=env)
-    if proc.returncode != 0:
-        print(f"[eval] the validation run failed with exit code {proc.returncode}", file=sys.stderr)
-        return proc.returncode
+    data = ", ".join(Path(f).name for f in args.data)
+    print(f"[eval] {args.label}: {data}, k={args.k} ({args.decoding}), {args.model}", flush=True)
+    (out / "command.txt").write_text(" ".join(cmd) + "\n")  # the validation run's command line, whole
+    returncode = run_validation(cmd, env, out / "eval.log", verbose=args.verbose or os.environ.get("VERBOSE") == "1")
+    if returncode != 0:
+        print(f"[eval] the validation run failed with exit code {returncode}", file=sys.stderr)
+        return returncode
     results = collect_results(read_validation_metrics(metrics))
     paths = write_outputs(results, out, args.label)
     print(Path(paths["markdown"]).read_text())

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.library_entry import utility_uplift_disagreement
 from recipe.arise.core.library_jsonl import export_jsonl, library_from_jsonl
 from recipe.arise.core.library_store import LibraryFormatError
 
@@ -158,6 +159,7 @@ def library_rows(lib: SkillLibrary) -> list[dict[str, Any]]:
     """One dict per entry (cache first, then reservoir, in library order)."""
     ref = library_reference_step(lib)
     ig = lib.ig_proxies()
+    disagree = set(utility_uplift_disagreement(lib.cache))
     rows = []
     for tier, entries in (("cache", lib.cache), ("reservoir", lib.reservoir)):
         for pos, e in enumerate(entries):
@@ -178,6 +180,8 @@ def library_rows(lib: SkillLibrary) -> list[dict[str, Any]]:
                     "uplift": e.uplift,
                     "uplift_se": e.uplift_se,
                     "uplift_groups": int(e.uplift_groups),
+                    # top half of the cache by utility, uplift interval entirely below 0
+                    "utility_uplift_disagree": e.skill_id in disagree,
                     "uplift_n": int(e.uplift_n),
                     "uplift_base_n": int(e.uplift_base_n),
                     "ig_exact": e.ig_exact,
@@ -268,7 +272,7 @@ def format_table(rows: Sequence[dict[str, Any]], *, full: bool = False) -> str:
                 f"{r['utility']:.4f}",
                 str(r["uses"]),
                 str(r["age"]),
-                _fmt_ig(r["uplift"]),
+                _fmt_ig(r["uplift"]) + ("!" if r.get("utility_uplift_disagree") else ""),
                 _fmt_ig(r["ig"]),
                 r["key_insight"] if full else _clip(r["key_insight"], INSIGHT_WIDTH),
             ]
@@ -440,6 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         + f", sorted by {args.sort}"
     )
     print()
+    disagree = utility_uplift_disagreement(lib.cache)
+    if disagree:  # the paper's utility ranks high what the control arm measured as harmful
+        print(
+            f"utility vs uplift: {len(disagree)} cache skill(s) in the top half by utility have an uplift "
+            f"interval entirely below 0 (marked ! in the uplift column): {', '.join(disagree)}; "
+            "see docs/design.md on arise.library.rank_by: uplift"
+        )
     if rows:
         print(format_table(rows, full=args.full))
     else:

@@ -53,6 +53,10 @@ RESUME_EXEMPT = (
     "arise.ig.",
     "arise.validation.",
 )
+# run_scripts/cpu_smoke_arise.sh's stand-in for its tiny assets when it only prints its overrides
+# (PRINT_OVERRIDES=1, what the preflight reads) and TINY_DIR is unset: it builds them, or takes them
+# from its cache, at launch; the preflight reports files under it as INFO, not as missing
+TINY_PLACEHOLDER = "/arise-tiny-assets-built-at-launch"
 RUN_CONFIG = "run_config.yaml"  # the checkpoint folder's settings, written by the preflight at launch
 STEP_CONFIG = os.path.join("arise", "config.yaml")  # global_step_N's own settings, when the trainer saves them
 ALLOW_CONFIG_CHANGE = "ARISE_ALLOW_CONFIG_CHANGE"

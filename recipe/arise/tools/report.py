@@ -7,12 +7,15 @@ Reads the per-step library log (``<log_dir>/library_log/step_XXXXXXXX.parquet``,
 
 * ``library_size.png``   -- cache / reservoir / total entries per step;
 * ``events.png``         -- new skills, evictions, loads, deletions (+overflow), duplicates per step;
-* ``rates.png``          -- skill-use, gate-pass, R=2 and summary-parse rates per step (metrics);
-* ``coevolution.png``    -- accuracy / reward next to library size (the paper's "policy-library
-  co-evolution" view; needs the metrics);
+* ``rates.png``          -- selection (skill use, gate pass, target, recent pass), reward (R=1, R=2,
+  mixed groups) and summary rates per step, one panel each (metrics);
+* ``coevolution.png``    -- accuracy (95% Wilson intervals), mean reward and library size on three
+  axes (the paper's "policy-library co-evolution" view; needs the metrics);
 * ``utility_distribution.png`` -- box plots of cache utilities at a few steps + histogram of
   the final cache and reservoir utilities;
 * ``utility_trajectories.png`` -- utility over steps of the final top skills;
+* ``utility_vs_uplift.png`` -- utility against measured causal uplift of the checkpointed library's
+  entries (needs ``global_step_<last>/arise/library.parquet``);
 * ``report.html``        -- everything above (PNGs embedded as base64, so the file is
   self-contained) plus a summary and the top skills with their documents.
 
@@ -23,7 +26,8 @@ library log at all is an error (exit status 2).
 
 The page is rendered from ``templates/report.html.j2`` (jinja2, autoescaping on: skill documents,
 questions and paths are model or user text and reach the page only HTML-escaped); the plots are
-drawn by :mod:`recipe.arise.tools.report_plots`. Matplotlib, pandas and jinja2 are imported lazily.
+drawn by :mod:`recipe.arise.tools.report_figures` (library plots in
+:mod:`recipe.arise.tools.report_plots`). Matplotlib, pandas and jinja2 are imported lazily.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipe.arise.tools.report_plots import ACC_KEYS, EVENT_SERIES, RATE_KEYS, draw_figures, series
+from recipe.arise.core.library_entry import utility_uplift_disagreement
+from recipe.arise.tools.report_figures import ACC_KEYS, RATE_KEYS, draw_figures
+from recipe.arise.tools.report_plots import EVENT_SERIES, library_tables, series
 
 __all__ = [
     "ReportError",
@@ -47,6 +53,7 @@ __all__ = [
     "read_metrics",
     "metrics_launches",
     "phase_boundary",
+    "load_run",
     "build_report",
     "main",
 ]
@@ -214,35 +221,6 @@ def phase_boundary(
 # --------------------------------------------------------------------------- analysis
 
 
-def _library_tables(df) -> dict[str, Any]:
-    import pandas as pd
-
-    steps = sorted(int(s) for s in df["step"].unique())
-    state = df[df["event"] == "state"]
-    sizes = state.groupby(["step", "tier"]).size().unstack(fill_value=0).reindex(steps, fill_value=0)
-    for tier in ("cache", "reservoir"):
-        if tier not in sizes.columns:
-            sizes[tier] = 0
-    sizes["total"] = sizes["cache"] + sizes["reservoir"]
-    ev = df[df["event"] != "state"].groupby(["step", "event"]).size().unstack(fill_value=0).reindex(steps, fill_value=0)
-    events = pd.DataFrame(index=steps)
-    for name in ("added", "evicted", "loaded", "duplicate", "deleted", "overflow", "updated"):
-        events[name] = ev[name] if name in ev.columns else 0
-    events["removed"] = events["deleted"] + events["overflow"]
-    last = steps[-1]
-    final = state[state["step"] == last].copy()
-    first_added = df[df["event"] == "added"].groupby("skill_id")["step"].min()
-    return {
-        "steps": steps,
-        "sizes": sizes,
-        "events": events,
-        "state": state,
-        "final": final,
-        "last_step": last,
-        "first_added": first_added,
-    }
-
-
 def _doc_fields(doc: Any) -> dict[str, Any]:
     try:
         d = json.loads(doc) if isinstance(doc, str) else {}
@@ -352,6 +330,51 @@ def _provenance_items(top_rows) -> list[dict[str, Any]]:
     ]
 
 
+def load_run(
+    run_dir: str | Path,
+    metrics: str | Path | None = None,
+    log_dir: str | Path | None = None,
+    *,
+    phase1_steps: int | None = None,
+    top: int = 15,
+) -> dict[str, Any]:
+    """Everything the report reads from a run, for :func:`recipe.arise.tools.report_figures.draw_figures`
+    and the page: the library tables ``t``, ``metrics`` ({step: {key: value}}), the phase ``boundary``,
+    the checkpointed library ``lib`` of the last step (or None), the top-skill rows and more."""
+    run_dir = Path(run_dir)
+    lib_log = find_log_dir(run_dir, log_dir)
+    df = read_library_log(lib_log)
+    metrics_path = find_metrics(run_dir, metrics)
+    metric_rows: dict[int, dict[str, float]] = {}
+    warnings = list(df.attrs.get("warnings", []))
+    if metrics_path is not None:
+        metric_rows, mw = read_metrics(metrics_path)
+        warnings += mw
+    t = library_tables(df)
+    boundary, boundary_src = phase_boundary(metric_rows, df, phase1_steps)
+    lib_path, lib = _final_library(run_dir, t["last_step"], lib_log)
+    if isinstance(lib, Exception):
+        warnings.append(f"checkpointed library not usable (IG proxy, uplift plot): {lib}")
+        lib = None
+    top_rows = _top_rows(t, top, lib)
+    return {
+        "run_dir": run_dir,
+        "lib_log": lib_log,
+        "df": df,
+        "metrics_path": metrics_path,
+        "metrics": metric_rows,
+        "warnings": warnings,
+        "t": t,
+        "boundary": boundary,
+        "boundary_src": boundary_src,
+        "lib_path": lib_path,
+        "lib": lib,
+        "top_rows": top_rows,
+        "names": {r["skill_id"]: r["skill_name"] for r in top_rows},
+        "top_ids": [r["skill_id"] for r in top_rows[:6]],
+    }
+
+
 def build_report(
     run_dir: str | Path,
     out_dir: str | Path | None = None,
@@ -363,42 +386,32 @@ def build_report(
 ) -> dict[str, Path]:
     """Write the PNGs and ``report.html``; return ``{name: path}`` of every written file
     (keys: ``html`` and the PNG stems, e.g. ``library_size``)."""
-    run_dir = Path(run_dir)
-    lib_log = find_log_dir(run_dir, log_dir)
-    df = read_library_log(lib_log)
-    metrics_path = find_metrics(run_dir, metrics)
-    metric_rows: dict[int, dict[str, float]] = {}
-    warnings = list(df.attrs.get("warnings", []))
-    if metrics_path is not None:
-        metric_rows, mw = read_metrics(metrics_path)
-        warnings += mw
+    run = load_run(run_dir, metrics, log_dir, phase1_steps=phase1_steps, top=top)
+    run_dir, t, lib, top_rows, metric_rows = run["run_dir"], run["t"], run["lib"], run["top_rows"], run["metrics"]
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
-
-    t = _library_tables(df)
-    boundary, boundary_src = phase_boundary(metric_rows, df, phase1_steps)
-    lib_path, lib = _final_library(run_dir, t["last_step"], lib_log)
-    if isinstance(lib, Exception):
-        warnings.append(f"checkpointed library not usable for the IG proxy: {lib}")
-        lib = None
-    top_rows = _top_rows(t, top, lib)
-    names = {r["skill_id"]: r["skill_name"] for r in top_rows}
-    top_ids = [r["skill_id"] for r in top_rows[:6]]
-    figures, used_keys = draw_figures(t, metric_rows, boundary, top_ids, names, out)
+    figures, used_keys, unavailable = draw_figures(run, out)
 
     missing = [k for k in EXPECTED_KEYS if not any(k in row for row in metric_rows.values())]
-    ev = t["events"]
-    sizes = t["sizes"]
+    ev, sizes, boundary, mp = t["events"], t["sizes"], run["boundary"], run["metrics_path"]
+    files = run["df"].attrs.get("files", "?")
     summary = [
         ("run", str(run_dir)),
-        ("library log", f"{lib_log} ({df.attrs.get('files', '?')} step files, steps {t['steps'][0]}–{t['last_step']})"),
+        ("library log", f"{run['lib_log']} ({files} step files, steps {t['steps'][0]}–{t['last_step']})"),
+        ("metrics", f"{mp} ({len(metric_rows)} steps)" if mp else "none found (library plots only)"),
         (
-            "metrics",
-            f"{metrics_path} ({len(metric_rows)} steps)" if metrics_path else "none found (library plots only)",
+            "Phase I/II boundary",
+            f"x = {boundary:g} ({run['boundary_src']})" if boundary is not None else run["boundary_src"],
         ),
-        ("Phase I/II boundary", f"x = {boundary:g} ({boundary_src})" if boundary is not None else boundary_src),
         ("final library", f"cache {int(sizes['cache'].iloc[-1])}, reservoir {int(sizes['reservoir'].iloc[-1])}"),
         ("totals", ", ".join(f"{lbl}: {int(ev[c].sum())}" for c, lbl, _ in EVENT_SERIES)),
+        (
+            "utility vs uplift",
+            "no checkpointed library"
+            if lib is None
+            else f"{len(utility_uplift_disagreement(lib.cache))} cache skill(s) in the top half by utility "
+            "with an uplift interval entirely below 0",
+        ),
         ("metric keys plotted", ", ".join(used_keys) or "–"),
         ("metric keys missing", ", ".join(missing) or "–"),
     ]
@@ -407,7 +420,7 @@ def build_report(
             "run_name": run_dir.name or str(run_dir),
             "run_dir": str(run_dir),
             "summary": summary,
-            "warnings": warnings[:20],
+            "warnings": run["warnings"][:20],
             "figures": [
                 {
                     "title": f.title,
@@ -417,9 +430,9 @@ def build_report(
                 }
                 for f in figures
             ],
-            "has_rates": any(f.key == "rates" for f in figures),
+            "unavailable": unavailable,
             "last_step": t["last_step"],
-            "lib_path": str(lib_path) if lib is not None else None,
+            "lib_path": str(run["lib_path"]) if lib is not None else None,
             "top_rows": top_rows,
             "provenance": _provenance_items(top_rows),
         }
