@@ -13,7 +13,7 @@ one GRPO step with verl's ``compute_grpo_outcome_advantage`` and vanilla clipped
 
 - ``off`` (the paper): prompt = chat(SKILL line + question), response = solution;
 - ``on`` / ``on_binary``: prompt = chat(question), response = ``SKILL:`` + skill + ``\\n`` +
-  solution, mask 1 on the skill tokens (as ``ARISEAgentLoop._run_manager_trained`` builds it).
+  solution, mask 1 on the skill tokens (as ``ARISEAgentLoop._run_skill_in_response`` builds it).
 
 The solution text is the tiny task's (its answer right or wrong as drawn); rewards do not depend
 on the generated text, so only the Manager's side is under test. Every ``--eval-every`` steps the

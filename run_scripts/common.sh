@@ -15,7 +15,7 @@ abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;;
 
 # the CPU layer first: it sets the CPU platform variables and the tiny run's size defaults
 CPU_LAYER=()
-if [ "${CPU:-0}" = 1 ]; then
+if [ "${CPU:-0}" = 1 ]; then  # 1: run on CPU (run_scripts/cpu_env.sh layered on top)
   source "$RUN_SCRIPTS/cpu_env.sh"
   CPU_LAYER=("${CPU_OVERRIDES[@]}")
 fi
@@ -23,14 +23,14 @@ fi
 # PRESET=<name>: run_scripts/presets/<name>.sh may set environment defaults (`: "${VAR:=value}"`,
 # read below; the CPU layer's sizes, set above, win) and defines the array PRESET_OVERRIDES
 PRESET_OVERRIDES=()
-if [ -n "${PRESET:-}" ]; then
+if [ -n "${PRESET:-}" ]; then  # a preset of run_scripts/presets/ (paper: the literal values)
   case "$PRESET" in *[!A-Za-z0-9_-]*) echo "PRESET=$PRESET: letters, digits, _ and - only" >&2; exit 2 ;; esac
   [ -f "$RUN_SCRIPTS/presets/$PRESET.sh" ] ||
     { echo "PRESET=$PRESET: no run_scripts/presets/$PRESET.sh" >&2; exit 2; }
   source "$RUN_SCRIPTS/presets/$PRESET.sh"
 fi
 
-PYTHON=${PYTHON:-python}
+PYTHON=${PYTHON:-python}                   # the interpreter of the venv holding verl and this project
 case "$PYTHON" in # a relative PYTHON (e.g. .venv/bin/python) keeps working whatever the cwd later is
   */*) PYTHON="$(cd "$(dirname "$PYTHON")" 2>/dev/null && pwd)/$(basename "$PYTHON")" ||
     { echo "PYTHON=$PYTHON: no such file" >&2; exit 2; } ;;
@@ -39,7 +39,7 @@ esac
 
 # The model's short name: the project, hence the checkpoint folder, of every run on it (ARISE, its
 # ablations, the baselines: checkpoints/arise_<model>/<experiment>), and its length profile below
-if [ -z "${MODEL_TAG:-}" ]; then
+if [ -z "${MODEL_TAG:-}" ]; then  # the model's short name (project, checkpoint folder); from MODEL_PATH
   case "$(basename "$MODEL_PATH")" in
     Qwen3-4B-Instruct-2507) MODEL_TAG=qwen3_4b ;;
     Phi-4-mini-instruct) MODEL_TAG=phi4_mini ;;
@@ -55,7 +55,15 @@ case "$MODEL_TAG" in
   phi4_mini) : "${MAX_RESPONSE:=$((4096 - ${MAX_PROMPT:-1024} - ${SKILL_ROOM:-256}))}" ;;
 esac
 
-DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise}")
+# TOOL=python: the tool-using agent (verl's multi-turn ToolAgentLoop with ARISE's skill layer,
+# `arise_tool_agent`) with the sandboxed Python tool, on the tool-use data (data_prep/prepare_all.sh
+# --tool python writes it to ~/data/arise_tool). docs/agent_loops.md
+TOOL=${TOOL:-}                              # python: the tool-using agent and its sandboxed tool; unset: single-turn
+case "$TOOL" in
+  "" | python) ;;
+  *) echo "unknown TOOL=$TOOL (python, or unset for the single-turn agent)" >&2; exit 2 ;;
+esac
+DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise${TOOL:+_tool}}")  # data_prep/prepare_all.sh's output
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
 VAL_FILES=${VAL_FILES:-"['$DATA_DIR/eval/aime24.parquet','$DATA_DIR/eval/aime25.parquet','$DATA_DIR/eval/amc23.parquet']"}
 NNODES=${NNODES:-1}
@@ -109,7 +117,7 @@ esac
 # rollout O_{G+1} (Figure-4 template + 2 traces clipped to 400 chars + 192 new tokens, on top of the
 # question). Scoring requests (prompt + "\nSKILL:" + <=128 skill tokens) fit in prompt + SKILL_ROOM.
 SKILL_ROOM=${SKILL_ROOM:-256}               # "SKILL:{json}\n": a <=220-char skill document
-SUMMARY_ROOM=${SUMMARY_ROOM:-1536}
+SUMMARY_ROOM=${SUMMARY_ROOM:-1536}          # tokens of the summary rollout O_{G+1}: prompt + traces + output
 MAX_MODEL_LEN=${MAX_MODEL_LEN:-$((MAX_PROMPT + SKILL_ROOM + (MAX_RESPONSE > SUMMARY_ROOM ? MAX_RESPONSE : SUMMARY_ROOM)))}
 
 ENGINE_OVERRIDES=(
@@ -134,6 +142,22 @@ ENGINE_OVERRIDES=(
   trainer.nnodes=$NNODES
 )
 [ -n "${MAX_NUM_SEQS:-}" ] && ENGINE_OVERRIDES+=(actor_rollout_ref.rollout.max_num_seqs=$MAX_NUM_SEQS)
+# the tool agent: every assistant turn, tool call and (clipped) tool result shares the response's
+# MAX_RESPONSE tokens (the preflight checks TOOL_TURNS x TOOL_RESPONSE against it)
+TOOL_TURNS=${TOOL_TURNS:-4}                 # multi_turn.max_assistant_turns
+TOOL_RESPONSE=${TOOL_RESPONSE:-256}         # multi_turn.max_tool_response_length (tokens of one tool result)
+TOOL_OVERRIDES=()
+if [ -n "$TOOL" ]; then
+  TOOL_OVERRIDES=(
+    actor_rollout_ref.rollout.agent.default_agent_loop=arise_tool_agent
+    actor_rollout_ref.rollout.multi_turn.enable=True
+    actor_rollout_ref.rollout.multi_turn.tool_config_path="$(cd "$RUN_SCRIPTS/.." && pwd)/recipe/arise/config/${TOOL}_tool.yaml"
+    actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$TOOL_TURNS
+    actor_rollout_ref.rollout.multi_turn.max_tool_response_length=$TOOL_RESPONSE
+    actor_rollout_ref.rollout.multi_turn.format=${TOOL_FORMAT:-hermes}
+  )
+  ENGINE_OVERRIDES+=("${TOOL_OVERRIDES[@]}")
+fi
 
 TRAIN_OVERRIDES=(
   data.train_files="$TRAIN_FILES"
@@ -145,6 +169,9 @@ TRAIN_OVERRIDES=(
   actor_rollout_ref.actor.optim.lr_warmup_steps=$LR_WARMUP_STEPS
   actor_rollout_ref.actor.optim.lr_scheduler_type=$LR_SCHEDULER
   actor_rollout_ref.actor.clip_ratio=0.2
+  # Eq. 5: each trajectory's token terms averaged, then the trajectories (verl's default, token-mean,
+  # weighs a trajectory by its length); the baselines get the same unless their method defines its own
+  actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean
   actor_rollout_ref.actor.use_kl_loss=False
   actor_rollout_ref.rollout.n=$GROUP_SIZE
   actor_rollout_ref.rollout.val_kwargs.n=${VAL_N:-4}
@@ -193,12 +220,12 @@ rotate_metrics() {
 run_main() {
   local entry=$1
   shift
-  if [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
+  if [ "${PRINT_OVERRIDES:-0}" = 1 ]; then  # 1: print the final overrides, start nothing
     echo "ENTRY=$entry"
     printf '%s\n' "$@"
     return 0
   fi
-  if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then
+  if [ "${SKIP_PREFLIGHT:-0}" != 1 ]; then  # 1: start without recipe.arise.tools.preflight
     # with LOG_FILE (the concise console) the preflight prints only what is not OK and its verdict
     "$PYTHON" -m recipe.arise.tools.preflight --record ${LOG_FILE:+--brief} "$entry" "$@" ||
       { echo "[arise] preflight failed (see above); SKIP_PREFLIGHT=1 starts the run anyway" >&2; return 1; }
@@ -206,20 +233,66 @@ run_main() {
   mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
   rotate_metrics "$VERL_FILE_LOGGER_PATH"
   export VERL_FILE_LOGGER_PATH
-  if [ -z "${LOG_FILE:-}" ]; then
+  if [ -z "${LOG_FILE:-}" ]; then  # a file for the whole output; the console gets one line per step
     "$PYTHON" -m "$entry" "$@"
     return
   fi
-  # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there; the console gets the trainer's
-  # one line per step ("[arise] step ...", printed by recipe.arise.adapters.trainer) and, on failure, the
-  # end of the log.
+  # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there; the console gets what starts, the
+  # trainer's one line per step ("[arise] step ...", printed by recipe.arise.adapters.trainer), the rows
+  # dropped at load ("[arise] data: ...", recipe.arise.adapters.dataset), a progress line during long
+  # waits and, on failure, the run's last lines (CONSOLE_AWK below; VERBOSE=1: every line).
+  # Those are kept in memory (CONSOLE_AWK), not read back from LOG_FILE: with its disk full the file
+  # stops before the exception that says why, while tee warns and keeps feeding the console.
   mkdir -p "$(dirname "$LOG_FILE")"
-  echo "[arise] full log: $LOG_FILE"
-  local rc=0
-  "$PYTHON" -m "$entry" "$@" 2>&1 | tee "$LOG_FILE" | sed -un 's/^.*\(\[arise\] step \)/\1/p' || rc=${PIPESTATUS[0]}
-  if [ "$rc" != 0 ]; then
-    echo "[arise] the run failed (exit $rc); the end of $LOG_FILE:" >&2
-    tail -n 60 "$LOG_FILE" >&2
+  echo "[arise] full log: $LOG_FILE (VERBOSE=1 shows it all here)"
+  # mawk (Debian's awk) reads a pipe in blocks: -W interactive hands it each line as it comes
+  local AWK_LINES=()
+  case "$(awk -W version 2>&1 </dev/null)" in *mawk*) AWK_LINES=(-W interactive) ;; esac
+  local rc=0 status
+  # (PIPESTATUS read on either branch: with or without pipefail, under set -e)
+  { "$PYTHON" -m "$entry" "$@" || rc=$?; echo "[arise] exit status $rc"; exit "$rc"; } 2>&1 |
+    tee --output-error=warn "$LOG_FILE" |
+    awk ${AWK_LINES[@]+"${AWK_LINES[@]}"} -v keep=60 -v verbose="${VERBOSE:-0}" "$CONSOLE_AWK" &&
+    status="${PIPESTATUS[*]}" || status="${PIPESTATUS[*]}"
+  rc=${status%% *}
+  status=${status#* }
+  if [ "${status%% *}" != 0 ]; then
+    echo "[arise] $LOG_FILE is incomplete: writing it failed (tee's message above; a full disk?)" >&2
   fi
   return "$rc"
 }
+
+# run_main's console filter: what starts (Ray, the data, the actor, the rollout server, the
+# checkpoint it resumes), with the time since launch; the step and data lines as they come; a
+# progress line when nothing of that came for 30 s (log lines so far, their rate, the last stage);
+# at the end, if the run failed (its last line is "[arise] exit status N", N > 0), the `keep` lines
+# before that one, on stderr. VERBOSE=1 shows every line instead. recipe/arise/tools/console.py is the
+# same filter for the evaluation (tests/tools/test_console.py checks that the two agree).
+CONSOLE_AWK='
+  function now() { srand(); return srand() }
+  function clock(t) { t = now() - start; return sprintf("%d:%02d", int(t / 60), t % 60) }
+  function show(what) { print "[arise] " clock() " " what; fflush(); last = now() }
+  function say(what) { stage = what; show(what) }
+  BEGIN { start = now(); last = start; stage = "launch" }
+  {
+    line[NR % keep] = $0
+    text = $0; sub(/\r+$/, "", text); n = split(text, part, "\r"); text = part[n]  # a tqdm bar: its last state
+    if (verbose) { print $0; fflush(); next }
+    if (match(text, /\[arise\] (step|data:) /)) { print substr(text, RSTART); fflush(); last = now() }
+    else if (text ~ /Started a local Ray instance/) say("Ray started")
+    else if (match(text, /train and validate dataloader initialized, /)) say("data: " substr(text, RSTART + RLENGTH))
+    else if (text ~ /actor and ref model engine initialized/) say("actor engine (FSDP) ready")
+    else if (text ~ /LLMServerManager: /) say("rollout server ready")
+    else if (match(text, /ARISE: (restored|starting from) .*/)) say(substr(text, RSTART))
+    else if (match(text, /(Training from scratch|Load from checkpoint folder: .*|Resuming from .*)$/)) say(substr(text, RSTART))
+    else if (now() - last >= 30) {
+      t = now() - start
+      show("... " NR " log lines (" int(NR / (t > 0 ? t : 1)) "/s); last: " stage)
+    }
+  }
+  END {
+    if (NR == 0 || line[NR % keep] !~ /^\[arise\] exit status [1-9]/) exit 0
+    n = split(line[NR % keep], word, " "); first = NR - keep + 1; if (first < 1) first = 1
+    print "[arise] the run failed (exit " word[n] "); its last " (NR - first) " lines:" > "/dev/stderr"
+    for (i = first; i < NR; i++) print line[i % keep] > "/dev/stderr"
+  }'

@@ -81,3 +81,23 @@ def raw_root(request) -> Path:
 def raw_kind(raw_root) -> str:
     """ "fixtures" or "shared": which raw folder ``raw_root`` is (for the expected counts)."""
     return "fixtures" if raw_root == FIXTURES_RAW else "shared"
+
+
+@pytest.fixture
+def tiny_chat_tokenizer():
+    """A word-level tokenizer with a chat template, built in memory (no download): one token per
+    word; ``<|user|>`` / ``<|assistant|>`` are 3 each ("<|", the role, "|>")."""
+    import tokenizers
+    import transformers
+    from tokenizers import models, pre_tokenizers
+
+    tok = tokenizers.Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "[PAD]": 1, "<eos>": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="<eos>"
+    )
+    fast.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    return fast

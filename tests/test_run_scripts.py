@@ -41,6 +41,10 @@ CASES = [
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
     ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
+    # the tool agent (TOOL=python): ARISE, the GRPO baseline through the same path, the evaluation
+    ("qwen3_4b_arise_tool.sh", {}),
+    ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "m"}),
+    ("eval_arise.sh", {**EVAL, "TOOL": "python"}),
 ]
 # every training script with its defaults: each must get a checkpoint folder of its own
 TRAINING = [
@@ -56,6 +60,8 @@ TRAINING = [
     ("gpu_check.sh", {"MODEL_PATH": "microsoft/Phi-4-mini-instruct", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
+    ("qwen3_4b_arise_tool.sh", {}),
+    ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
 ]
 IDS = [f"{s}-{'-'.join(v for k, v in e.items() if k not in ('PYTHON', 'OUT_DIR', 'CKPT'))}" for s, e in CASES]
 
@@ -129,6 +135,32 @@ def test_training_run_folder(script, env, composed):
         assert os.path.dirname(metrics) == os.path.dirname(folder)  # OUT_DIR/metrics.jsonl, OUT_DIR/checkpoints
     findings = preflight.check_run_folder(cfg)
     assert not [f for f in findings if f.level != "OK"], [f.line() for f in findings]
+
+
+@pytest.mark.parametrize(
+    "script,env",
+    [("qwen3_4b_arise_tool.sh", {}), ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "m"})],
+)
+def test_tool_runs_use_the_tool_agent(script, env, composed):
+    """TOOL=python: verl's multi-turn loop with ARISE's layer, the sandboxed Python tool, the tool data."""
+    _, _, cfg = composed(script, env)
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.agent.default_agent_loop == "arise_tool_agent"
+    assert rollout.multi_turn.enable and rollout.multi_turn.max_assistant_turns >= 2
+    tool_config = Path(rollout.multi_turn.tool_config_path)
+    assert tool_config.is_file() and "recipe.arise.adapters.python_tool" in tool_config.read_text()
+    assert "/data/arise_tool/" in cfg.data.train_files
+    assert cfg.arise.enable is (script != "baseline.sh")
+
+
+def test_tool_runs_refuse_an_unknown_tool():
+    r = subprocess.run(
+        ["bash", str(SCRIPTS / "qwen3_4b_arise_tool.sh")],
+        env=_clean_env({"TOOL": "bash", "PRINT_OVERRIDES": "1", **PY}),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "unknown TOOL=bash" in r.stderr
 
 
 def test_every_training_run_has_its_own_checkpoint_folder(composed):
@@ -248,6 +280,8 @@ def test_gpu_settings(script, env, composed):
     assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.total_training_steps == steps
     assert cfg.actor_rollout_ref.actor.optim.lr_warmup_steps == 50
     assert cfg.algorithm.filter_groups.enable  # the same dynamic sampling for ARISE and every baseline
+    if script != "baseline.sh" or env.get("METHOD") == "grpo":  # Eq. 5; drgrpo/dapo/gspo define their own
+        assert cfg.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
 
 
 @pytest.mark.parametrize("ablation", [None, "binary_reward", "random_selection", "no_summary", "no_gate"])
@@ -283,8 +317,8 @@ def test_baselines_run_through_the_arise_trainer(method, composed):
         assert actor.loss_agg_mode == "seq-mean-token-sum-norm" and algo.norm_adv_by_std_in_grpo is False
     if method == "gspo":
         assert actor.policy_loss.loss_mode == "gspo" and actor.loss_agg_mode == "seq-mean-token-mean"
-    if method == "grpo":
-        assert actor.loss_agg_mode == "token-mean" and algo.norm_adv_by_std_in_grpo is True
+    if method == "grpo":  # ARISE's own aggregation, Eq. 5 (common.sh), not verl's token-mean
+        assert actor.loss_agg_mode == "seq-mean-token-mean" and algo.norm_adv_by_std_in_grpo is True
 
 
 @pytest.mark.parametrize("skills", ["true", "false"])
@@ -530,9 +564,10 @@ def test_preflight_cli_on_the_paper_script(tmp_path):
     model.mkdir()
     (model / "config.json").write_text(json.dumps(QWEN3_4B))
     data = tmp_path / "data"
-    for name in ("train/deepscaler", "eval/aime24", "eval/aime25", "eval/amc23"):
-        (data / f"{name}.parquet").parent.mkdir(parents=True, exist_ok=True)
-        (data / f"{name}.parquet").touch()
+    from recipe.arise.data_prep.common import make_row, write_parquet_atomic
+
+    for name in ("train/deepscaler", "eval/aime24", "eval/aime25", "eval/amc23"):  # the preflight reads the rows
+        write_parquet_atomic([make_row("t", "1 + 1?", "2", split="test", index=0)], data / f"{name}.parquet")
     # SAVE_FREQ=-1: no checkpoint, so that the disk check does not depend on this machine's free space
     env = {"MODEL_PATH": str(model), "DATA_DIR": str(data), "CKPT_DIR": str(tmp_path / "ckpt"), "SAVE_FREQ": "-1"}
     proc, _ = _preflight_cli(["--gpu-mem-gib", "80", "run_scripts/qwen3_4b_arise.sh"], env)

@@ -1,4 +1,4 @@
-"""What the skill scoring's routing relies on in verl's rollout router (recipe/arise/adapters/agent_loop.py:
+"""What the skill scoring's routing relies on in verl's rollout router (recipe/arise/adapters/skill_layer.py:
 one query's scoring requests go out under one ``request_id`` so that they land on one vLLM replica
 and read that query's prefix from its cache).
 

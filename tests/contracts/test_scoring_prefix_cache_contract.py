@@ -1,5 +1,5 @@
 """What the prefix-cache scoring (``arise.selection.scoring_prefix_cache``) relies on, read from the
-installed verl and vLLM sources (recipe/arise/adapters/agent_loop.py, ``_score_requests``):
+installed verl and vLLM sources (recipe/arise/adapters/skill_layer.py, ``score_requests``):
 
 - verl's vLLM server builds ``SamplingParams`` from the request's dict, so the agent loop's
   ``skip_reading_prefix_cache`` and ``detokenize`` reach vLLM, and it reports the request's

@@ -1,5 +1,5 @@
 """Which vLLM model runner serves the project's models, and what its prompt log-probs hold when the
-prefix cache is read (recipe/arise/adapters/agent_loop.py ``_score_requests``, the prefix-cache scoring).
+prefix cache is read (recipe/arise/adapters/skill_layer.py ``score_requests``, the prefix-cache scoring).
 
 vLLM picks its model runner per architecture: ``VllmConfig.use_v2_model_runner`` takes
 ``VLLM_USE_V2_MODEL_RUNNER`` when set, else the V2 runner for an architecture in

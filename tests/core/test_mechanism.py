@@ -34,7 +34,7 @@ from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
 
 def verl_grpo(rewards, norm_by_std=True):
-    torch = pytest.importorskip("torch")
+    import torch
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
     r = torch.tensor(rewards, dtype=torch.float32)

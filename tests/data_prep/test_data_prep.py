@@ -128,7 +128,8 @@ def test_normalize_answer_rejects(bad):
 
 
 def test_normalize_integral_floats_property():
-    hypothesis = pytest.importorskip("hypothesis")
+    import hypothesis
+
     st = hypothesis.strategies
 
     @hypothesis.given(st.integers(min_value=-(10**12), max_value=10**12))
@@ -321,7 +322,8 @@ def test_uniform_schema_across_all_outputs(built):
     combined = pa.concat_tables(tables)  # raises if any schema differs
     assert combined.schema.equals(SCHEMA)
     # pandas round trip
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
+
     df = pd.read_parquet(out / "eval" / "aime24.parquet")
     assert list(df.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     assert df.iloc[0]["prompt"][0]["role"] == "user"
@@ -543,30 +545,9 @@ def test_prepare_all_local(raw_root, raw_kind, tmp_path):
 # ----------------------------------------------------------------------------------------------
 
 
-def _tiny_tokenizer():
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
-    from tokenizers import models, pre_tokenizers
-
-    vocab = {"[UNK]": 0, "[PAD]": 1, "<eos>": 2}
-    tok = tokenizers.Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="<eos>"
-    )
-    fast.chat_template = (
-        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-    )
-    return fast
-
-
-def test_parquet_loads_with_verl_rlhf_dataset(built, raw_kind):
-    try:
-        from verl.utils.dataset.rl_dataset import RLHFDataset
-    except Exception as e:  # verl / torch not installed
-        pytest.skip(f"verl not importable: {e}")
+def test_parquet_loads_with_verl_rlhf_dataset(built, raw_kind, tiny_chat_tokenizer):
     from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset  # verl is required: an import error fails
 
     out, _ = built
     files = [str(out / "eval" / f"{n}.parquet") for n in ("aime24", "aime25", "amc23", "omni_math_geometry")]
@@ -581,7 +562,7 @@ def test_parquet_loads_with_verl_rlhf_dataset(built, raw_kind):
             "return_raw_chat": True,
         }
     )
-    ds = RLHFDataset(data_files=files, tokenizer=_tiny_tokenizer(), config=cfg, processor=None)
+    ds = RLHFDataset(data_files=files, tokenizer=tiny_chat_tokenizer, config=cfg, processor=None)
     exp = EXPECTED[raw_kind]
     assert len(ds) == sum(exp["rows"][n] for n in ("aime24", "aime25", "amc23")) + exp["omni_domains"]["geometry"]
     item = ds[0]

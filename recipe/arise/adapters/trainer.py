@@ -45,7 +45,9 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.adapters.library_replica import get_or_create_replica
-from recipe.arise.adapters.trainer_gate import GateMixin, observed_queries
+from recipe.arise.adapters.python_tool import tool_step_metrics
+from recipe.arise.adapters.skill_layer import check_agent_loop
+from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
 from recipe.arise.adapters.trainer_metrics import console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin
 from recipe.arise.core.arise_config import ARISEConfig
@@ -54,6 +56,7 @@ from recipe.arise.core.groups import choose_summary_groups, group_contrasts, pos
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_jsonl import library_from_jsonl, load_library_file
 from recipe.arise.core.library_log import record_resume, set_aside_steps_after, write_step_log
+from recipe.arise.core.library_store import LibraryFormatError
 from recipe.arise.core.skill import load_seed_skills
 from recipe.arise.core.store import atomic_write
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
@@ -111,7 +114,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         pass
 
     def __init__(self, config):
-        self.arise = ARISEConfig.from_trainer_config(config)  # before the base builds the replay buffer
+        self.arise = ARISEConfig.from_trainer_config(config, required=True)  # before the base builds the replay buffer
+        check_agent_loop(config.actor_rollout_ref.rollout.agent.default_agent_loop, self.arise)  # at start-up
         super().__init__(config)
         self.library: SkillLibrary | None = None
         self.library_replica = None
@@ -154,6 +158,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             "seed_trial_steps": lib_cfg.seed_trial_steps,
             "selection_start_step": self.arise.phase1_steps + 1,
             "rank_by": lib_cfg.rank_by,
+            "dedupe": lib_cfg.dedupe,
         }
 
     def _new_library(self) -> SkillLibrary:
@@ -212,7 +217,10 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
                     f"resuming from {folder}, but it holds no ARISE skill library ({LIBRARY_FILE}); "
                     "was it written by a run with arise.enable=true?"
                 )
-            self.library = self._restore_library(path)
+            try:
+                self.library = self._restore_library(path)
+            except LibraryFormatError as error:
+                raise damaged_checkpoint(path, error) from error
             record_resume(self.arise_log_dir, self.global_steps, path, self.library)
             moved = set_aside_steps_after(self.arise_log_dir, self.global_steps)
             if moved:
@@ -316,11 +324,25 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps=global_steps, epoch=epoch)
         metrics.update(self._arise_metrics)
         self._arise_metrics = {}
+        # prompts verl's filter_overlong_prompts dropped at load (recipe.arise.adapters.dataset)
+        metrics["arise/rows_dropped"] = float(getattr(self.train_dataset, "rows_dropped", 0))
+        metrics["arise/val_rows_dropped"] = float(getattr(self.val_dataset, "rows_dropped", 0))
+        # the python tool's calls, errors and seconds per trajectory (tool runs, ARISE on or off)
+        if self.config.actor_rollout_ref.rollout.multi_turn.enable:
+            metrics.update(tool_step_metrics(self._extra_fields(batch)))
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)
         # ---- end train_manager
         print(console_line(global_steps, self.total_training_steps, metrics), flush=True)
+
+    def _extra_fields(self, batch) -> list:
+        """Each trajectory's extra fields in the batch the actor trained on."""
+        keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+        if not keys:
+            return []
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        return as_list(data["extra_fields"])
 
     def _skill_tokens_in_loss(self, batch) -> float:
         """train_manager: the response tokens with mask 1 inside the skill lines (the first
@@ -351,7 +373,9 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             return
         with marked_timer("arise_summary", self.timing_raw, color="purple"):
             started = time.perf_counter()
-            groups = self._tau_plus_groups(batch) if batch is not None else []
+            # the exact IG takes unaided traces from every group; the summaries need tau+
+            ig_groups = self._tau_plus_groups(batch) if batch is not None else []
+            groups = [g for g in ig_groups if g["traces"]]
             state["groups_with_tau_plus"] += len(groups)
             if cfg.enable and cfg.stream:
                 new_skills, stats = self._streamed_summaries(step)
@@ -365,8 +389,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             for key, value in stats.items():
                 state["summary"][key] += value
             ig = self.arise.ig
-            if ig.every_n_steps and step % ig.every_n_steps == 0 and groups and not state["ig"]:
-                state["ig"] = self._exact_ig(groups, step)
+            if ig.every_n_steps and step % ig.every_n_steps == 0 and ig_groups and not state["ig"]:
+                state["ig"] = self._exact_ig(ig_groups, step)
             state["summary_s"] += time.perf_counter() - started
 
     def _arise_maintain(self) -> None:
@@ -380,7 +404,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             started = time.perf_counter()
             observations = ray.get(self.library_replica.drain.remote())
             sigma_used = self._gate.sigma
-            self._remember_queries(observed_queries(observations))  # with calibration=rescore
+            self._remember_queries(observed_queries(observations))  # rescore; window: Phase I
             self._calibrate_gate(observations)
             used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
             events = self.library.step(

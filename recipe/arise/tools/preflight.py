@@ -21,6 +21,11 @@ truncate across launches, a bounded validation batch, free disk for the checkpoi
 models whose rollout engine and actor would use different RoPE factors, and the checkpoint a run
 would resume: its step, and the ``arise.*`` / ``algorithm.*`` settings it was written with, compared
 with this launch's (a difference is an ERROR; ``ARISE_ALLOW_CONFIG_CHANGE=1`` continues anyway).
+On a GPU run (``preflight_gpu``): the NVIDIA driver against the CUDA the GPU stack is built for, and
+the checkpoint it loads against its GPU count (FSDP shards per rank).
+A tool run (``preflight_tool``, ``TOOL=python``): the tools load from their yaml, which isolation the
+python sandbox gets here (a WARNING where it has no namespaces), and the multi-turn budget (turns,
+tool-result length, prompt + tool schemas + response).
 Exit status 1 on any ERROR. ``tests/test_run_scripts.py`` and ``tests/tools/test_preflight_checks.py``
 run the same functions on every script's final config.
 """
@@ -60,6 +65,7 @@ from recipe.arise.tools.preflight_config import (
     script_overrides,
     unused_components,
 )
+from recipe.arise.tools.preflight_gpu import check_gpu
 from recipe.arise.tools.preflight_model import (
     MemoryEstimate,
     ModelShape,
@@ -84,6 +90,7 @@ from recipe.arise.tools.preflight_run_folder import (
     saved_settings,
     setting_changes,
 )
+from recipe.arise.tools.preflight_tool import check_tool
 
 __all__ = [
     "ALLOW_CONFIG_CHANGE",
@@ -160,6 +167,8 @@ def run_preflight(
         return 1
     say(f"[preflight] {entry}: {len(overrides)} overrides composed in {time.time() - started:.1f} s")
     findings = check_config(cfg, entry, check_paths=check_paths, check_runtime=True)
+    findings += check_gpu(cfg, check_paths=check_paths)  # the NVIDIA driver; the checkpoint's GPU count
+    findings += check_tool(cfg, check_paths=check_paths)  # TOOL=python: tools, sandbox isolation, turn budget
 
     model = str(cfg.actor_rollout_ref.model.path)
     config = None

@@ -19,10 +19,12 @@ from recipe.arise.tools.preflight_common import (
     ROLLOUT_PACKAGES,
     SKILL_ROOM,
     SUMMARY_TEMPLATE_TOKENS,
+    TINY_PLACEHOLDER,
     VERL_DEFAULT_ATTENTION,
     Finding,
     select,
 )
+from recipe.arise.tools.preflight_data import check_data_rows
 from recipe.arise.tools.preflight_run_folder import check_resume, check_run_folder
 
 
@@ -117,7 +119,10 @@ def length_budget(cfg) -> dict[str, int]:
     summary_tokens = 192
     skill_tokens = 128
     if arise is not None:
-        summary_chars = int(arise.summary.get("max_traces", 2)) * int(arise.summary.get("trace_clip_chars", 400))
+        trace_chars = int(arise.summary.get("trace_clip_chars", 400))
+        if cfg.actor_rollout_ref.rollout.get("multi_turn", {}).get("enable", False):  # tool traces: transcripts
+            trace_chars = max(trace_chars, int(arise.summary.get("transcript_chars", 1600)))
+        summary_chars = int(arise.summary.get("max_traces", 2)) * trace_chars
         summary_tokens = int(arise.summary.get("max_tokens", 192))
         skill_tokens = int(arise.selection.get("max_skill_tokens", 128))
     return {
@@ -231,20 +236,31 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
     guarded("reward manager (verl resolve_reward_manager_cls)", reward_manager)
 
     if entry == ARISE_ENTRY:
+        parsed = []
 
         def arise():
             from recipe.arise.core.arise_config import ARISEConfig
 
-            arise_cfg = ARISEConfig.from_trainer_config(cfg)
+            # the types of every arise.* value and the library's own validation of its settings
+            arise_cfg = ARISEConfig.from_trainer_config(cfg, required=True)
+            parsed.append(arise_cfg)
             if cfg.trainer.v1.trainer_mode != "arise":
                 raise ValueError(f"trainer.v1.trainer_mode is {cfg.trainer.v1.trainer_mode!r}, expected 'arise'")
-            if arise_cfg.enable and cfg.actor_rollout_ref.rollout.agent.default_agent_loop != "arise_agent":
+            agent_loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
+            if arise_cfg.enable and agent_loop in ("single_turn_agent", "tool_agent"):  # verl's, without ARISE
                 raise ValueError(
-                    "arise.enable=true needs actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent"
+                    "arise.enable=true needs actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent, "
+                    f"arise_tool_agent or a loop of your own carrying ARISE (docs/agent_loops.md), not {agent_loop!r}"
                 )
+            from recipe.arise.adapters.skill_layer import check_agent_loop
+
+            check_agent_loop(agent_loop, arise_cfg)  # an arise.* option the loop cannot honour
             return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}"
 
         guarded("ARISE config (arise: section)", arise)
+        load_from = parsed[0].library.load_from if parsed else None
+        if parsed and parsed[0].enable and check_paths and (not load_from or os.path.exists(load_from)):
+            guarded("ARISE initial library (seeds or arise.library.load_from)", lambda: _initial_library(parsed[0]))
 
     for what, check in (
         ("lengths", lambda: _check_lengths(cfg)),
@@ -252,6 +268,7 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         ("backends", lambda: check_backends(cfg, check_runtime)),
         ("run folder", lambda: check_run_folder(cfg)),
         ("paths", lambda: check_data_paths(cfg) if check_paths else []),
+        ("data rows", lambda: check_data_rows(cfg) if check_paths else []),
         ("resume", lambda: check_resume(cfg) if check_paths else []),
     ):
         try:
@@ -259,6 +276,22 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         except Exception as error:  # e.g. a missing value read by the check, reported above too
             findings.append(Finding("ERROR", f"{what} check: {type(error).__name__}: {error}"))
     return findings
+
+
+def _initial_library(arise_cfg) -> str:
+    """The library a fresh start builds (the trainer's ``_load_checkpoint``), so a bad seeds or
+    load_from file fails here, naming its line, and not after the workers are up."""
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.library_jsonl import load_library_file
+    from recipe.arise.core.skill import load_seed_skills
+
+    settings, source = arise_cfg.library_settings(), arise_cfg.library.load_from
+    if source:
+        library = load_library_file(source, step=0, **settings)[0]
+    else:
+        library = SkillLibrary(seed_skills=load_seed_skills(arise_cfg.library.seed_skills), **settings)
+        source = arise_cfg.library.seed_skills or "the paper's seed skills"
+    return f"{source}: {library!r}"
 
 
 def _check_manager_response(cfg) -> list[Finding]:
@@ -369,6 +402,17 @@ def check_data_paths(cfg) -> list[Finding]:
         for f in _files(select(cfg, key))
         if _is_local_path(f) and not os.path.exists(f)
     ]
+    built_at_launch = [f for f in missing if f.startswith(TINY_PLACEHOLDER + "/")]
+    missing = [f for f in missing if f not in built_at_launch]
+    if built_at_launch:
+        findings.append(
+            Finding(
+                "INFO",
+                f"data: the CPU smoke run's tiny assets ({TINY_PLACEHOLDER} stands for them), built or taken from "
+                "its cache at launch: not checked here",
+                "TINY_DIR=<a folder of built assets> checks them (python -m recipe.arise.cpu.tiny DIR builds one)",
+            )
+        )
     if missing:
         findings.append(
             Finding(
@@ -377,7 +421,7 @@ def check_data_paths(cfg) -> list[Finding]:
                 "bash data_prep/prepare_all.sh, or set DATA_DIR / TRAIN_FILES / VAL_FILES",
             )
         )
-    else:
+    elif not built_at_launch:
         findings.append(Finding("OK", "data files exist"))
     trainer = cfg.trainer
     if trainer.get("resume_mode") == "resume_path":
