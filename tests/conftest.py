@@ -101,3 +101,38 @@ def tiny_chat_tokenizer():
         "{% if add_generation_prompt %}<|assistant|>{% endif %}"
     )
     return fast
+
+
+@pytest.fixture(scope="session")
+def paper_script_overrides() -> tuple[str, list[str]]:
+    """(entry, hydra overrides) of ``run_scripts/qwen3_4b_arise.sh`` as the preflight reads the script,
+    under a minimal environment (the preflight tests compose their configs from it)."""
+    from recipe.arise.tools import preflight
+
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHON": "python3"}
+    return preflight.script_overrides(REPO / "run_scripts" / "qwen3_4b_arise.sh", env=env)
+
+
+@pytest.fixture
+def tool_trace():
+    """A python-tool loop's response with one character per token id: ``ids``/``mask`` are the call
+    turn, the tool turn as Qwen3's template renders it (special tokens skipped, roles as bare lines;
+    mask 0, its 500-character result to be clipped) and the answer turn; ``segments(*(text, mask))``
+    builds other responses the same way; ``code``, ``call`` and the turns' texts are its parts."""
+    from types import SimpleNamespace
+
+    code = "print(sum(range(101)))"
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "' + code + '"}}\n</tool_call>'
+    turn1 = "I will add them with Python.\n" + call
+    result = "5050\n" + "r" * 500
+    tool_turn = "\nuser\n<tool_response>\n" + result + "\n</tool_response>\nassistant\n"
+    turn2 = "The sum is \\boxed{5050}."
+
+    def segments(*parts):
+        return [ord(c) for text, _ in parts for c in text], [m for text, m in parts for _ in text]
+
+    ids, mask = segments((turn1, 1), (tool_turn, 0), (turn2, 1))
+    return SimpleNamespace(
+        code=code, call=call, result=result, turn1=turn1, tool_turn=tool_turn, turn2=turn2, segments=segments,
+        ids=ids, mask=mask,
+    )  # fmt: skip

@@ -124,10 +124,24 @@ class _Jagged:
         return self.torch.tensor([list(r) + [padding] * (width - len(r)) for r in self.rows])
 
 
-def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
+def _tau_plus_group(monkeypatch, data):
+    """The one tau+ group the trainer reads back from a batch whose fields verl's store returns as
+    ``data`` (char tokens), and the fields it asked the store for."""
     import recipe.arise.adapters.trainer as trainer_mod
-    from recipe.arise.core.arise_config import ARISEConfig
 
+    asked = []
+    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: asked.append(kw["select_fields"]) or dict(data))
+    tokenizer = _ByteTokenizer()
+    tokenizer.pad_token_id = 0
+    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
+    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
+    n = len(data["uid"])
+    batch = SimpleNamespace(tags=[{}] * n, keys=list("abcd"[:n]), partition_id="train")
+    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    return group, asked
+
+
+def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
     # one group: 2 control-arm trajectories (one right: R=1), 2 with a skill (one right: R=2)
     texts = ["ctrl_right", "ctrl_wrong", "skill_right", "skill_wrong"]
     rewards = [1.0, 0.0, 2.0, 0.0]
@@ -140,13 +154,7 @@ def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
         "extra_info": [{"question": "What is 1 plus 2?"}] * 4,
         "extra_fields": [{"arise_skill_id": s, "arise_control": not s} for s in skills],
     }
-    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: dict(data))
-    tokenizer = _ByteTokenizer()
-    tokenizer.pad_token_id = 0
-    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
-    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
-    batch = SimpleNamespace(tags=[{}] * 4, keys=list("abcd"), partition_id="train")
-    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    group, _ = _tau_plus_group(monkeypatch, data)
     # tau+ (R above the group mean 0.75): the R=2 skill trace first, then the R=1 control trace
     assert [(t["text"], t["skill_id"]) for t in group["traces"]] == [("skill_right", "s000001"), ("ctrl_right", "")]
     assert [bytes(t["ids"]).decode() for t in group["unaided"]] == ["ctrl_right"]
@@ -155,8 +163,6 @@ def test_tau_plus_groups_mark_the_unaided_correct_traces(monkeypatch):
 def test_an_all_correct_unaided_group_gives_the_exact_ig_its_trace_but_no_summary(monkeypatch):
     """A group without tau+ (all R=1: dynamic sampling off, or a group the batch keeps anyway) still
     holds correct unaided traces: the exact IG takes them, the summary does not see it (no traces)."""
-    import recipe.arise.adapters.trainer as trainer_mod
-
     texts = ["right_a", "right_b", "wrong_c"]
     data = {
         "uid": ["q1", "q1", "q2"],
@@ -166,13 +172,7 @@ def test_an_all_correct_unaided_group_gives_the_exact_ig_its_trace_but_no_summar
         "extra_info": [{"question": "What is 1 plus 2?"}] * 3,
         "extra_fields": [{"arise_skill_id": ""}] * 3,
     }
-    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: dict(data))
-    tokenizer = _ByteTokenizer()
-    tokenizer.pad_token_id = 0
-    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
-    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
-    batch = SimpleNamespace(tags=[{}] * 3, keys=list("abc"), partition_id="train")
-    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)  # q2: nothing correct
+    group, _ = _tau_plus_group(monkeypatch, data)  # q2: nothing correct: no group
     assert group["uid"] == "q1" and group["traces"] == [] and len(group["unaided"]) == 2
 
 
@@ -187,30 +187,9 @@ def test_exact_ig_scores_the_whole_trace_by_default():
 
 # --------------------------------------------------------------------------- tau+ traces of a tool loop
 
-CODE = "print(sum(range(101)))"
-CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "' + CODE + '"}}\n</tool_call>'
-RESULT = "5050\n" + "r" * 500  # a long tool output: clipped
-TURN1 = "I will add them with Python.\n" + CALL
-# the tool turn as Qwen3's template renders it, special tokens skipped (roles stay as bare lines)
-TOOL_TURN = "\nuser\n<tool_response>\n" + RESULT + "\n</tool_response>\nassistant\n"
-TURN2 = "The sum is \\boxed{5050}."
 
-
-def _decode(ids):
-    return "".join(chr(i) for i in ids)
-
-
-def _trace(*segments):
-    """(text, mask) segments -> char ids and response_mask."""
-    ids = [ord(c) for text, _ in segments for c in text]
-    mask = [m for text, m in segments for _ in text]
-    return ids, mask
-
-
-def test_tau_plus_traces_of_a_tool_loop_are_transcripts(monkeypatch):
-    import recipe.arise.adapters.trainer as trainer_mod
-
-    tool_ids, tool_mask = _trace((TURN1, 1), (TOOL_TURN, 0), (TURN2, 1))
+def test_tau_plus_traces_of_a_tool_loop_are_transcripts(monkeypatch, tool_trace):
+    tool_ids, tool_mask = tool_trace.ids, tool_trace.mask
     plain = [ord(c) for c in "2 plus 2 is 4. \\boxed{4}"]
     data = {
         "uid": ["q1"] * 3,
@@ -221,15 +200,10 @@ def test_tau_plus_traces_of_a_tool_loop_are_transcripts(monkeypatch):
         "extra_info": [{"question": "What is 2+2?"}] * 3,
         "extra_fields": [{}] * 3,
     }
-    asked = []
-    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: asked.append(kw["select_fields"]) or dict(data))
-    tokenizer = SimpleNamespace(pad_token_id=0, decode=lambda ids, skip_special_tokens=True: _decode(ids))
-    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
-    batch = SimpleNamespace(tags=[{}] * 3, keys=list("abc"), partition_id="train")
-    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    group, asked = _tau_plus_group(monkeypatch, data)
     assert "response_mask" in asked[0]
     tool, single = group["traces"]
     assert tool["tool_turns"] == 1 and single["tool_turns"] == 0
-    assert f"TOOL CALL python: {CODE}" in tool["text"] and "TOOL RESULT: 5050" in tool["text"]
+    assert f"TOOL CALL python: {tool_trace.code}" in tool["text"] and "TOOL RESULT: 5050" in tool["text"]
     assert "r" * 201 not in tool["text"]  # tool_result_chars, 200 by default
-    assert single["text"] == _decode(plain) and tool["ids"] == tool_ids
+    assert single["text"] == bytes(plain).decode() and tool["ids"] == tool_ids

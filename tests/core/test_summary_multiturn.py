@@ -11,34 +11,22 @@ from recipe.arise.core.prompts import SUMMARY_TOOL_RULE, build_summary_prompt
 from recipe.arise.core.summary import summary_prompt_ids
 from recipe.arise.core.transcript import trace_transcript
 
-CODE = "print(sum(range(101)))"
-CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "' + CODE + '"}}\n</tool_call>'
-RESULT = "5050\n" + "r" * 500  # a long tool output: clipped
-TURN1 = "I will add them with Python.\n" + CALL
-# the tool turn as Qwen3's template renders it, special tokens skipped (roles stay as bare lines)
-TOOL_TURN = "\nuser\n<tool_response>\n" + RESULT + "\n</tool_response>\nassistant\n"
-TURN2 = "The sum is \\boxed{5050}."
+# the tool-loop responses (char ids and response_mask) come from tests/conftest.py's tool_trace
 
 
 def _decode(ids):
     return "".join(chr(i) for i in ids)
 
 
-def _trace(*segments):
-    """(text, mask) segments -> char ids and response_mask."""
-    ids = [ord(c) for text, _ in segments for c in text]
-    mask = [m for text, m in segments for _ in text]
-    return ids, mask
-
-
-def test_a_tool_trace_reads_as_a_transcript():
-    ids, mask = _trace((TURN1, 1), (TOOL_TURN, 0), (TURN2, 1))
-    out = trace_transcript(ids, mask, _decode, clip_chars=400, tool_result_chars=20, max_chars=1600)
+def test_a_tool_trace_reads_as_a_transcript(tool_trace):
+    out = trace_transcript(
+        tool_trace.ids, tool_trace.mask, _decode, clip_chars=400, tool_result_chars=20, max_chars=1600
+    )
     assert out.tool_turns == 1
     assert out.text == "\n".join(
         [
             "ASSISTANT: I will add them with Python.",
-            f"TOOL CALL python: {CODE}",
+            f"TOOL CALL python: {tool_trace.code}",
             "TOOL RESULT: 5050\n" + "r" * 15,
             "ASSISTANT: The sum is \\boxed{5050}.",
         ]
@@ -60,11 +48,11 @@ def test_mask_of_another_length_is_an_error():
         trace_transcript([1, 2, 3], [1, 0], _decode)
 
 
-def test_call_arguments_as_a_string_other_tools_and_unparsable_calls():
+def test_call_arguments_as_a_string_other_tools_and_unparsable_calls(tool_trace):
     as_string = '<tool_call>{"name": "python", "arguments": "{\\"code\\": \\"x = 1\\"}"}</tool_call>'
     other = '<tool_call>{"name": "search", "arguments": {"q": "primes"}}</tool_call>'
     broken = "<tool_call>{not json</tool_call>"
-    ids, mask = _trace((as_string + other + broken, 1), ("<tool_response>ok</tool_response>", 0))
+    ids, mask = tool_trace.segments((as_string + other + broken, 1), ("<tool_response>ok</tool_response>", 0))
     lines = trace_transcript(ids, mask, _decode).text.split("\n")
     assert lines == [
         "TOOL CALL python: x = 1",
@@ -74,10 +62,10 @@ def test_call_arguments_as_a_string_other_tools_and_unparsable_calls():
     ]
 
 
-def test_a_long_transcript_keeps_its_start_and_its_last_turns():
-    turns = [(f"step {k}\n" + CALL.replace(CODE, f"print({k})"), 1) for k in range(30)]
+def test_a_long_transcript_keeps_its_start_and_its_last_turns(tool_trace):
+    turns = [(f"step {k}\n" + tool_trace.call.replace(tool_trace.code, f"print({k})"), 1) for k in range(30)]
     segments = [s for k, turn in enumerate(turns) for s in (turn, (f"<tool_response>{k}</tool_response>", 0))]
-    ids, mask = _trace(*segments, (TURN2, 1))
+    ids, mask = tool_trace.segments(*segments, (tool_trace.turn2, 1))
     out = trace_transcript(ids, mask, _decode, max_chars=300)
     assert len(out.text) <= 300 and out.tool_turns == 30
     lines = out.text.split("\n")
@@ -140,20 +128,20 @@ def qwen3_tokenizer(tmp_path_factory):
     return tiny.build_tokenizer(tmp_path_factory.mktemp("tok"), corpus)
 
 
-def test_a_chat_templated_tool_trace(qwen3_tokenizer):
+def test_a_chat_templated_tool_trace(qwen3_tokenizer, tool_trace):
     """The tool turn as the tiny Qwen3 chat template renders it, between two generated turns."""
     tok = qwen3_tokenizer
     user = {"role": "user", "content": "What is 1 + 2 + ... + 100?"}
-    call = {"name": "python", "arguments": {"code": CODE}}
+    call = {"name": "python", "arguments": {"code": tool_trace.code}}
     assistant = {"role": "assistant", "content": "I will add them.", "tool_calls": [{"function": call}]}
     before = tok.apply_chat_template([user, assistant], tokenize=False)
-    after = tok.apply_chat_template([user, assistant, {"role": "tool", "content": RESULT}], tokenize=False)
+    after = tok.apply_chat_template([user, assistant, {"role": "tool", "content": tool_trace.result}], tokenize=False)
     after += "<|im_start|>assistant\n"
     generated1 = "I will add them.\n<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
     assert before.endswith(generated1 + "<|im_end|>\n")
     turn1 = tok.encode(generated1, add_special_tokens=False) + [tok.eos_token_id]
     tool_turn = tok.encode("\n" + after[len(before) :], add_special_tokens=False)
-    turn2 = tok.encode(TURN2, add_special_tokens=False) + [tok.eos_token_id]
+    turn2 = tok.encode(tool_trace.turn2, add_special_tokens=False) + [tok.eos_token_id]
     ids = turn1 + tool_turn + turn2
     mask = [1] * len(turn1) + [0] * len(tool_turn) + [1] * len(turn2)
 
@@ -165,7 +153,7 @@ def test_a_chat_templated_tool_trace(qwen3_tokenizer):
     assert out.text == "\n".join(
         [
             "ASSISTANT: I will add them.",
-            f"TOOL CALL python: {CODE}",
+            f"TOOL CALL python: {tool_trace.code}",
             "TOOL RESULT: 5050\nrrrrr",
             "ASSISTANT: The sum is \\boxed{5050}.",
         ]

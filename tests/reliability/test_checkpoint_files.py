@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,8 +15,6 @@ from omegaconf import OmegaConf
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.tools import preflight
 from recipe.arise.tools.preflight_run_folder import unreadable_files
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------ the trainer
@@ -60,11 +57,8 @@ def test_a_truncated_gate_file_names_itself_and_the_resume_command(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the preflight
 @pytest.fixture(scope="module")
-def base():
-    entry, overrides = preflight.script_overrides(
-        REPO / "run_scripts" / "qwen3_4b_arise.sh",
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHON": "python3"},
-    )
+def base(paper_script_overrides):
+    entry, overrides = paper_script_overrides
     return preflight.compose(entry, overrides)
 
 

@@ -34,11 +34,8 @@ PHI4_MINI = {  # the fields of microsoft/Phi-4-mini-instruct's config.json the c
 
 
 @pytest.fixture(scope="module")
-def base():
-    entry, overrides = preflight.script_overrides(
-        REPO / "run_scripts" / "qwen3_4b_arise.sh",
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHON": "python3"},
-    )
+def base(paper_script_overrides):
+    entry, overrides = paper_script_overrides
     return preflight.compose(entry, overrides)
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 from recipe.arise.tools.preflight_common import Finding, select
+from recipe.arise.tools.preflight_model import nvidia_smi
 from recipe.arise.tools.preflight_run_folder import checkpoint_root, latest_checkpoint
 
 # The GPU install (scripts/install_gpu.sh: verl[vllm]==0.9.1's pins, torch 2.11.0 and vllm 0.24.0 from
@@ -36,20 +35,9 @@ SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
 def driver_version() -> str | None:
     """The NVIDIA driver's version (``580.65.06``) from nvidia-smi, else /proc/driver/nvidia/version;
     None without a driver. Creates no CUDA context."""
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-            ).stdout
-            lines = [line.strip() for line in out.splitlines() if line.strip()]
-            if lines and re.match(r"^\d+(\.\d+)*$", lines[0]):
-                return lines[0]
-        except (OSError, subprocess.SubprocessError):
-            pass
+    lines = [line.strip() for line in (nvidia_smi("driver_version") or "").splitlines() if line.strip()]
+    if lines and re.match(r"^\d+(\.\d+)*$", lines[0]):
+        return lines[0]
     try:
         text = Path(PROC_DRIVER).read_text()
     except OSError:

@@ -162,20 +162,25 @@ class MemoryEstimate:
         return lines
 
 
-def gpu_memory_gib() -> float | None:
-    """The smallest GPU's memory from nvidia-smi (no CUDA context is created), None without it."""
+def nvidia_smi(query: str) -> str | None:
+    """nvidia-smi's answer to ``--query-gpu=QUERY`` (one line per GPU, no header, no units); None
+    without nvidia-smi or when it fails. Creates no CUDA context."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
+        return subprocess.run(
+            [smi, f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20
         ).stdout
-        values = [float(v) for v in out.split() if v.strip()]
-    except (OSError, ValueError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def gpu_memory_gib() -> float | None:
+    """The smallest GPU's memory from nvidia-smi (no CUDA context is created), None without it."""
+    try:
+        values = [float(v) for v in (nvidia_smi("memory.total") or "").split() if v.strip()]
+    except ValueError:
         return None
     return min(values) / 1024 if values else None
 
