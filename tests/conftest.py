@@ -136,3 +136,29 @@ def tool_trace():
         code=code, call=call, result=result, turn1=turn1, tool_turn=tool_turn, turn2=turn2, segments=segments,
         ids=ids, mask=mask,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def gate_passes():
+    """``gate_passes(scores, sigma, delta)``: whether the selection gate passes (seeded, no exploration)."""
+    import numpy as np
+
+    from recipe.arise.core.selection import select_skill_detailed
+
+    def passes(scores, sigma, delta):
+        rng = np.random.default_rng(0)
+        return select_skill_detailed(scores, temperature=sigma, epsilon=0.0, gate=delta, rng=rng).gate_passed
+
+    return passes
+
+
+@pytest.fixture(scope="session")
+def score_window():
+    """``score_window(n, k, spread, seed)``: ``n`` seeded score vectors of ``k`` skills around -2.0."""
+    import numpy as np
+
+    def window(n=200, k=10, spread=0.3, seed=1):
+        rng = np.random.default_rng(seed)
+        return [rng.normal(-2.0, spread, size=k) for _ in range(n)]
+
+    return window

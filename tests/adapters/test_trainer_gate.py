@@ -4,18 +4,6 @@ published sigma; the calibration arithmetic itself is tested in tests/core/test_
 import numpy as np
 import pytest
 
-from recipe.arise.core.selection import select_skill_detailed
-
-
-def _passes(scores, sigma, delta):
-    rng = np.random.default_rng(0)
-    return select_skill_detailed(scores, temperature=sigma, epsilon=0.0, gate=delta, rng=rng).gate_passed
-
-
-def _window(n=200, k=10, spread=0.3, seed=1):
-    rng = np.random.default_rng(seed)
-    return [rng.normal(-2.0, spread, size=k) for _ in range(n)]
-
 
 def test_the_gate_is_calibrated_on_every_generated_groups_query():
     """observed_queries: one per query group, in recording order, from every observation that
@@ -77,16 +65,16 @@ def _observations(vectors, control_every=4):
     return out
 
 
-def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma():
+def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma(gate_passes, score_window):
     trainer = _stub_trainer({"calibration": "window"})
-    vectors = _window(n=40, spread=0.4)
+    vectors = score_window(n=40, spread=0.4)
     phase1 = [{"uid": "p", "phase": 1, "scored": False, "scores": []}]
     trainer._calibrate_gate(_observations(vectors) + phase1)
     assert len(trainer._gate.window) == 40  # one per group, not one per trajectory
     sigma = trainer._gate.sigma
     target = trainer.arise.selection.gate_target
     assert target == pytest.approx(0.73)
-    assert abs(np.mean([_passes(v, sigma, 0.35) for v in vectors]) - target) <= 0.5 / 40 + 1e-12
+    assert abs(np.mean([gate_passes(v, sigma, 0.35) for v in vectors]) - target) <= 0.5 / 40 + 1e-12
     trainer._arise_metrics = {"arise/gate_pass_rate": 0.7}
     m = trainer._gate_metrics(2, 1.0, _observations(vectors))
     assert m["arise/sigma"] == 1.0 and m["arise/gate_target"] == pytest.approx(0.73)
@@ -106,17 +94,17 @@ def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma():
     [{"temperature": 1.0}, {"use_gate": False}, {"random": True}, {}],
     ids=["fixed", "no-gate", "random", "rescore"],
 )
-def test_trainer_leaves_sigma_alone_when_nothing_is_calibrated(selection):
+def test_trainer_leaves_sigma_alone_when_nothing_is_calibrated(selection, score_window):
     trainer = _stub_trainer(selection)
-    trainer._calibrate_gate(_observations(_window(n=20)))
+    trainer._calibrate_gate(_observations(score_window(n=20)))
     assert trainer._gate.sigma == 1.0 and not trainer._gate.window
 
 
-def test_trainer_saves_sigma_beside_the_library_and_restores_it(tmp_path):
+def test_trainer_saves_sigma_beside_the_library_and_restores_it(tmp_path, score_window):
     from types import SimpleNamespace
 
     trainer = _stub_trainer({"calibration": "window"})
-    trainer._calibrate_gate(_observations(_window(n=20, spread=0.4)))
+    trainer._calibrate_gate(_observations(score_window(n=20, spread=0.4)))
     folder = tmp_path / "global_step_6" / "arise"
     folder.mkdir(parents=True)
     trainer._save_gate(str(folder))

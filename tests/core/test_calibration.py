@@ -15,17 +15,7 @@ from recipe.arise.core.calibration import (
     pass_rate,
     resolve_temperature,
 )
-from recipe.arise.core.selection import select_skill_detailed, selection_probs
-
-
-def _passes(scores, sigma, delta):
-    rng = np.random.default_rng(0)
-    return select_skill_detailed(scores, temperature=sigma, epsilon=0.0, gate=delta, rng=rng).gate_passed
-
-
-def _window(n=200, k=10, spread=0.3, seed=1):
-    rng = np.random.default_rng(seed)
-    return [rng.normal(-2.0, spread, size=k) for _ in range(n)]
+from recipe.arise.core.selection import selection_probs
 
 
 def test_paper_target_interpolates_the_table_and_clamps():
@@ -36,27 +26,27 @@ def test_paper_target_interpolates_the_table_and_clamps():
 
 
 @pytest.mark.parametrize("delta", [0.15, 0.35, 0.55])
-def test_sigma_star_is_the_gate_boundary(delta):
-    for scores in _window(n=30):
+def test_sigma_star_is_the_gate_boundary(delta, gate_passes, score_window):
+    for scores in score_window(n=30):
         star = critical_temperature(scores, delta)
         assert 0 < star < math.inf
         assert selection_probs(scores, star).max() == pytest.approx(delta, abs=1e-9)
-        assert _passes(scores, star * (1 - 1e-6), delta) and not _passes(scores, star * (1 + 1e-6), delta)
+        assert gate_passes(scores, star * (1 - 1e-6), delta) and not gate_passes(scores, star * (1 + 1e-6), delta)
 
 
 @pytest.mark.parametrize("target", [0.0, 0.1, 0.417, 0.73, 0.893, 1.0])
 @pytest.mark.parametrize("spread", [0.05, 0.3, 1.0])
-def test_calibrated_sigma_gives_the_target_pass_rate_on_the_window(target, spread):
-    window = _window(spread=spread)
+def test_calibrated_sigma_gives_the_target_pass_rate_on_the_window(target, spread, gate_passes, score_window):
+    window = score_window(spread=spread)
     delta = 0.35
     result = calibrate(critical_temperatures(window, delta), target)
-    measured = np.mean([_passes(s, result.sigma, delta) for s in window])
+    measured = np.mean([gate_passes(s, result.sigma, delta) for s in window])
     assert measured == pytest.approx(result.rate)
     assert abs(measured - target) <= 0.5 / len(window) + 1e-12  # exact up to one vector's share
 
 
-def test_pass_rate_is_monotone_in_sigma_and_calibration_in_target():
-    stars = critical_temperatures(_window(), 0.35)
+def test_pass_rate_is_monotone_in_sigma_and_calibration_in_target(score_window):
+    stars = critical_temperatures(score_window(), 0.35)
     sigmas = np.geomspace(0.01, 10, 60)
     rates = [pass_rate(s, stars) for s in sigmas]
     assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
@@ -65,16 +55,16 @@ def test_pass_rate_is_monotone_in_sigma_and_calibration_in_target():
     assert all(a >= b for a, b in zip(calibrated, calibrated[1:], strict=False))  # more use needs a colder softmax
 
 
-def test_sigma_star_is_monotone_in_delta():
-    scores = _window(n=1)[0]
+def test_sigma_star_is_monotone_in_delta(score_window):
+    scores = score_window(n=1)[0]
     stars = [critical_temperature(scores, d) for d in (0.15, 0.25, 0.35, 0.45, 0.55)]
     assert all(a > b for a, b in zip(stars, stars[1:], strict=False))
 
 
-def test_all_equal_scores_never_pass_above_one_over_n():
+def test_all_equal_scores_never_pass_above_one_over_n(gate_passes):
     scores = [-1.0] * 5
     assert critical_temperature(scores, 0.35) == 0.0
-    assert not any(_passes(scores, s, 0.35) for s in (1e-3, 1.0, 1e3))
+    assert not any(gate_passes(scores, s, 0.35) for s in (1e-3, 1.0, 1e3))
     assert critical_temperature(scores, 0.2) == math.inf  # delta <= 1/n: always passes
     assert critical_temperature([-1.0, -1.0, -3.0], 0.5) == 0.0  # two-way tie at the top, delta >= 1/2
     assert 0 < critical_temperature([-1.0, -1.0, -3.0], 0.45) < math.inf
@@ -122,17 +112,17 @@ def test_max_prob_quantiles():
 # ------------------------------------------------------------------ the trainer's calibrator
 
 
-def test_gate_calibrator_window_update_and_state_roundtrip():
+def test_gate_calibrator_window_update_and_state_roundtrip(gate_passes, score_window):
     from recipe.arise.core.calibration import GateCalibrator
 
     cal = GateCalibrator(delta=0.35, target=0.73, window=50, initial=1.0)
     assert cal.sigma == 1.0 and cal.update() == 1.0  # nothing scored yet: the initial sigma
-    window = _window(n=80, spread=0.5)
+    window = score_window(n=80, spread=0.5)
     assert cal.add(window[:30] + [[np.nan], []]) == 30  # unscorable vectors are dropped
     cal.add(window[30:])
     assert len(cal.window) == 50  # the last 50 groups
     sigma = cal.update()
-    rate = np.mean([_passes(s, sigma, 0.35) for s in window[30:]])
+    rate = np.mean([gate_passes(s, sigma, 0.35) for s in window[30:]])
     assert rate == pytest.approx(cal.last.rate) and abs(rate - 0.73) <= 0.01 + 1e-12
     restored = GateCalibrator(delta=0.35, target=0.73, window=50, initial=1.0)
     import json

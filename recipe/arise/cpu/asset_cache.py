@@ -4,9 +4,12 @@ model of the e2e runs (:mod:`recipe.arise.cpu.tiny`) and the learning-effect wor
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -34,3 +37,45 @@ def build_cached(target: Path, build) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def asset_dirs(out_dir: str | os.PathLike) -> tuple[Path, Path, Path]:
+    """``out_dir`` and its ``model/`` and ``data/`` folders, created."""
+    out = Path(out_dir)
+    for folder in (out / "model", out / "data"):
+        folder.mkdir(parents=True, exist_ok=True)
+    return out, out / "model", out / "data"
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """torch on one thread for the block (as tiny.build_tiny_assets: tiny matrices, shared cores)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def write_info(out: Path, started: float, loss: float, **fields) -> dict:
+    """The built assets' summary (model and data paths, ``fields``, loss, build time), written to
+    ``out/tiny_assets.json`` and returned."""
+    paths = {"model": str(out / "model"), "train": str(out / "data" / "train.parquet")}
+    paths["val"] = str(out / "data" / "val.parquet")
+    info = {**paths, **fields, "warm_start_loss": round(loss, 4), "seconds": round(time.time() - started, 1)}
+    (out / "tiny_assets.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def build_cached_assets(target: Path, build_assets) -> Path:
+    """``build_cached`` with ``build_assets(folder)``, its returned summary written (as strings) to
+    ``tiny_assets.json``."""
+    return build_cached(
+        target,
+        lambda folder: (folder / "tiny_assets.json").write_text(
+            json.dumps({k: str(v) for k, v in build_assets(folder).items()}, indent=2)
+        ),
+    )

@@ -23,8 +23,7 @@ import random
 import time
 from pathlib import Path
 
-from recipe.arise.cpu import tiny
-from recipe.arise.cpu.asset_cache import build_cached, cache_root
+from recipe.arise.cpu import asset_cache, tiny
 
 TOOL = "python"
 # tiny's INSTRUCTION with the tool named (recipe/arise/data_prep/schema.py TOOL_INSTRUCTIONS says the
@@ -137,10 +136,7 @@ def build_tool_assets(out_dir: str | os.PathLike, sft_steps: int = 400, seed: in
     from recipe.arise.core.skill import SkillDoc, load_seed_skills
 
     started = time.time()
-    out = Path(out_dir)
-    model_dir, data_dir = out / "model", out / "data"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    out, model_dir, data_dir = asset_cache.asset_dirs(out_dir)
     rng = random.Random(seed)
     tools = tool_schemas()
 
@@ -228,29 +224,13 @@ def build_tool_assets(out_dir: str | os.PathLike, sft_steps: int = 400, seed: in
         (encode(with_skill), sft_steps // 2, 16),
         (encode(summaries), sft_steps * 3 // 4, 8),
     ]
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as tiny.build_tiny_assets: tiny matrices, shared cores
-    try:
+    with asset_cache.one_torch_thread():
         system = _render(tokenizer, [{"role": "user", "content": "?"}], tools)
         system = system[: system.index(tokenizer.convert_tokens_to_ids("<|im_start|>"), 1)]
         loss = warm_start(model, tokenizer.pad_token_id, stages, system, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
     model.save_pretrained(model_dir)
-    info = {
-        "model": str(model_dir),
-        "train": str(data_dir / "train.parquet"),
-        "val": str(data_dir / "val.parquet"),
-        "tool": TOOL,
-        "vocab": len(tokenizer),
-        "prompt_tokens": len(_render(tokenizer, [{"role": "user", "content": question(5, 4, 2)}], tools, True)),
-        "warm_start_loss": round(loss, 4),
-        "seconds": round(time.time() - started, 1),
-    }
-    (out / "tiny_assets.json").write_text(json.dumps(info, indent=2))
-    return info
+    prompt_tokens = len(_render(tokenizer, [{"role": "user", "content": question(5, 4, 2)}], tools, True))
+    return asset_cache.write_info(out, started, loss, tool=TOOL, vocab=len(tokenizer), prompt_tokens=prompt_tokens)
 
 
 def warm_start(model, pad_id: int, stages, system: list[int], seed: int, lr: float = 3e-3) -> float:
@@ -298,24 +278,21 @@ def warm_start(model, pad_id: int, stages, system: list[int], seed: int, lr: flo
 
 
 def assets_key() -> str:
-    """tiny's key (its sources and library versions) with this module's and the tool's sources."""
+    """tiny's key (its sources and library versions) with this module's, the shared build helpers'
+    and the tool's sources."""
     import hashlib
 
     here = Path(__file__).resolve()
     h = hashlib.sha256(tiny.assets_key().encode())
-    for path in (here, TOOL_CONFIG, here.parents[1] / "core" / "transcript.py"):
+    for path in (here, here.parent / "asset_cache.py", TOOL_CONFIG, here.parents[1] / "core" / "transcript.py"):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
 def cached_assets(root: str | os.PathLike | None = None) -> Path:
     """The tool assets in the content-keyed cache, beside tiny's default ones, built on first use."""
-
-    def build(folder: Path) -> None:
-        info = {k: str(v) for k, v in build_tool_assets(folder).items()}
-        (folder / "tiny_assets.json").write_text(json.dumps(info, indent=2))
-
-    return build_cached(cache_root(root) / f"tiny-{tiny.ASSETS_FAMILY}-tool-{TOOL}-{assets_key()}", build)
+    target = asset_cache.cache_root(root) / f"tiny-{tiny.ASSETS_FAMILY}-tool-{TOOL}-{assets_key()}"
+    return asset_cache.build_cached_assets(target, build_tool_assets)
 
 
 def main(argv=None):
@@ -325,12 +302,10 @@ def main(argv=None):
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.cached:
-        print(cached_assets())
-        return
-    if not args.out_dir:
+    if not (args.cached or args.out_dir):
         parser.error("out_dir is required unless --cached")
-    print(json.dumps(build_tool_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed), indent=2))
+    built = None if args.cached else build_tool_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)
+    print(cached_assets() if args.cached else json.dumps(built, indent=2))
 
 
 if __name__ == "__main__":

@@ -243,39 +243,41 @@ def draw_figures(run: dict[str, Any], out: Path) -> tuple[list[ReportFigure], li
         "added = evicted = deleted, so those lines overlap (thick-to-thin).",
     )
     used_keys: list[str] = []
-    fig, keys = plot_rates(metrics, boundary)
-    if fig is None:
-        missing.append(("Rates", "no metrics file or none of the arise/* rate keys in it"))
-    else:
-        used_keys += keys
-        add(
-            "rates",
-            fig,
-            "Rates",
-            "From the tracker metrics, one panel each. Selection: skill use (share of trajectories conditioned "
-            "on a skill), gate pass (share of scored queries whose max selection probability passed the "
-            "confidence gate δ), the gate target the calibrated σ aims at, and the pass rate over the last "
-            "calibration_window queries (the rate the target is judged on). Reward: shares of trajectories with "
-            "R=1 (right without a skill) and R=2 (right with a skill), and the share of Phase II groups holding "
-            "both R=1 and R=2 (the only groups where the hierarchical reward changes GRPO's advantages). "
-            "Summaries: share of summary rollouts parsed, and of those that fell back to trace_abstract. "
-            "Gate pass, gate target and mixed groups do not apply in Phase I and are not drawn there.",
-        )
-    fig, keys = plot_coevolution(metrics, t, boundary)
-    if fig is None:
-        missing.append(("Policy–library co-evolution", "no arise/acc or arise/reward_mean in the metrics"))
-    else:
-        used_keys += keys
-        add(
-            "coevolution",
-            fig,
-            "Policy–library co-evolution",
-            "Top: training accuracy per step with a 95% Wilson interval whose sample size is the step's query "
-            "count (a query's G trajectories are not independent trials; a step of a few queries is a noisy "
-            "estimate, so do not read a drop within the band as a change), and validation accuracies when "
-            "logged. Middle: mean reward R on its own axis (at most 1 in Phase I, 2 in Phase II), and "
-            "validation reward/score metrics when logged. Bottom: total library entries.",
-        )
+
+    def add_metrics_plot(key: str, plotted, title: str, why_missing: str, caption: str) -> None:
+        """``add`` for a plot of metrics keys (``plotted`` = (figure or None, the keys drawn))."""
+        fig, keys = plotted
+        if fig is None:
+            missing.append((title, why_missing))
+        else:
+            used_keys.extend(keys)
+            add(key, fig, title, caption)
+
+    add_metrics_plot(
+        "rates",
+        plot_rates(metrics, boundary),
+        "Rates",
+        "no metrics file or none of the arise/* rate keys in it",
+        "From the tracker metrics, one panel each. Selection: skill use (share of trajectories conditioned "
+        "on a skill), gate pass (share of scored queries whose max selection probability passed the "
+        "confidence gate δ), the gate target the calibrated σ aims at, and the pass rate over the last "
+        "calibration_window queries (the rate the target is judged on). Reward: shares of trajectories with "
+        "R=1 (right without a skill) and R=2 (right with a skill), and the share of Phase II groups holding "
+        "both R=1 and R=2 (the only groups where the hierarchical reward changes GRPO's advantages). "
+        "Summaries: share of summary rollouts parsed, and of those that fell back to trace_abstract. "
+        "Gate pass, gate target and mixed groups do not apply in Phase I and are not drawn there.",
+    )
+    add_metrics_plot(
+        "coevolution",
+        plot_coevolution(metrics, t, boundary),
+        "Policy–library co-evolution",
+        "no arise/acc or arise/reward_mean in the metrics",
+        "Top: training accuracy per step with a 95% Wilson interval whose sample size is the step's query "
+        "count (a query's G trajectories are not independent trials; a step of a few queries is a noisy "
+        "estimate, so do not read a drop within the band as a change), and validation accuracies when "
+        "logged. Middle: mean reward R on its own axis (at most 1 in Phase I, 2 in Phase II), and "
+        "validation reward/score metrics when logged. Bottom: total library entries.",
+    )
     add(
         "utility_distribution",
         plot_utility_distribution(t, boundary),
