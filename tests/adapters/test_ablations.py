@@ -24,7 +24,8 @@ import recipe.arise.adapters.reward_manager as reward_manager_module
 from recipe.arise.adapters.library_replica import LibraryReplica
 from recipe.arise.adapters.reward_manager import ARISERewardManager
 from recipe.arise.adapters.skill_layer import SkillLayer
-from recipe.arise.adapters.trainer import ARISETrainer, _new_step_state
+from recipe.arise.adapters.trainer import ARISETrainer
+from recipe.arise.adapters.trainer_metrics import StepState
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.skill import load_seed_skills
 from recipe.arise.core.trajectory import TrajectoryInfo
@@ -136,7 +137,7 @@ def _summary_rollouts_started(cfg) -> bool:
         arise=cfg,
         global_steps=3,
         timing_raw={},
-        _step_state=_new_step_state(),
+        _step_state=StepState(),
         _tau_plus_groups=lambda batch: [{"uid": "q", "success_rate": 0.5, "traces": [{"text": "t", "reward": 1.0}]}],
         _batch_budget=lambda: 1,
         _summary_rollouts=lambda chosen, step: started.append(chosen) or ([], {}),

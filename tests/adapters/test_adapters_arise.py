@@ -7,7 +7,6 @@ kwargs; library maintenance runs once per global step even with ``parameter_sync
 """
 
 import asyncio
-import json
 import logging
 import math
 from types import SimpleNamespace
@@ -17,7 +16,8 @@ from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token
 
 import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
 from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
-from recipe.arise.adapters.trainer import ARISETrainer, _new_step_state  # noqa: E402
+from recipe.arise.adapters.trainer import ARISETrainer  # noqa: E402
+from recipe.arise.adapters.trainer_metrics import StepState, SummaryCounts  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
@@ -449,9 +449,14 @@ def test_library_maintenance_runs_once_per_global_step():
 
 
 def test_step_state_is_fresh():
-    a, b = _new_step_state(), _new_step_state()
-    a["new_skills"].append(1)
-    assert b["new_skills"] == [] and json.dumps(b)
+    a, b = StepState(), StepState()
+    a.new_skills.append(1)
+    a.summary.add({"attempts": 2, "parsed": 1})
+    a.ig["s1"] = 0.5
+    assert b.new_skills == [] and b.summary == SummaryCounts() and b.ig == {}
+    assert (a.summary.attempts, a.summary.parsed, a.summary.failed) == (2, 1, 0)
+    with pytest.raises(ValueError, match="unknown count 'parse'"):  # a misspelt count is not dropped
+        a.summary.add({"parse": 1})
 
 
 class StreamedPool:
@@ -477,7 +482,7 @@ def streamed_trainer(monkeypatch, pool, timeout_s=600.0):
     monkeypatch.setattr(upload_module, "ray", SimpleNamespace(get=lambda ref: ref))
     cfg = ARISEConfig.from_dict({"summary": {"stream": True, "choose": "first", "timeout_s": timeout_s}})
     trainer = make_trainer(cfg)
-    trainer.library_replica, trainer._step_state = pool, _new_step_state()
+    trainer.library_replica, trainer._step_state = pool, StepState()
     return trainer
 
 
@@ -492,7 +497,7 @@ def test_the_trainer_waits_for_streamed_summaries_still_running(monkeypatch):
     assert stats["attempts"] == 2 and stats["parsed"] == 1 and stats["failed"] == 1 and stats["fallback"] == 0
     assert stats["prompt_tokens"] == 12 and stats["response_tokens"] == len(doc)
     assert [prov.uid for _, prov in new] == ["g1"] and new[0][1].origin == "json" and new[0][1].step == 4
-    assert trainer._step_state["summary_streamed"] == 2
+    assert trainer._step_state.summary_streamed == 2
 
 
 def test_a_streamed_summary_not_back_by_the_deadline_counts_as_failed(monkeypatch):

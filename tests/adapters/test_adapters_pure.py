@@ -109,7 +109,7 @@ def test_library_log_round_trip_and_resume_record(tmp_path):
 
 
 def test_step_metrics_count_top_utility_skills_measured_harmful():
-    from recipe.arise.adapters.trainer_metrics import step_metrics
+    from recipe.arise.adapters.trainer_metrics import StepState, step_metrics
     from recipe.arise.core.library_entry import Contrast, StepEvents
 
     lib = SkillLibrary(seed_skills=load_seed_skills()[:4])
@@ -118,8 +118,36 @@ def test_step_metrics_count_top_utility_skills_measured_harmful():
         lib.get(sid).utility = u
     for _ in range(12):  # 6 aided with 3 right vs 2 control both right, in 12 groups: uplift -0.5
         lib.get(top).add_contrast(Contrast(top, 6, 3, 2, 2))
-    summary = {"attempts": 0, "parsed": 0, "failed": 0, "fallback": 0, "prompt_tokens": 0, "response_tokens": 0}
-    state = {"summary": summary, "summary_s": 0.0, "summary_wait_s": 0.0, "summary_streamed": 0}
-    state.update(groups_with_tau_plus=0, ig={})
-    m = step_metrics(lib, 2, [], StepEvents(step=1), state, 0.0, True)
+    m = step_metrics(lib, 2, [], StepEvents(step=1), StepState(), 0.0, True)
     assert m["arise/utility_uplift_disagree"] == 1.0
+
+
+def test_step_metrics_read_the_observation_records():
+    """The per-trajectory metrics from the posted records: the reward manager's facts (reward,
+    tokens) and the agent loop's (skill, control arm, gate, scoring cost) under each one's name."""
+    from recipe.arise.adapters.trainer_metrics import StepState, step_metrics
+    from recipe.arise.core.library_entry import StepEvents
+    from recipe.arise.core.observation import Observation
+    from recipe.arise.core.trajectory import TrajectoryInfo
+
+    aided = TrajectoryInfo(phase=2, skill_id="s1", selected=True, gate_passed=True, scores=[-1.0, -2.0])
+    scorer = TrajectoryInfo(**{**vars(aided), "scorer": True, "scoring_s": 0.5, "scoring_tokens": 40})
+    rejected = TrajectoryInfo(phase=2, gate_passed=False, scores=[-1.0, -1.1], skill_overlong=True)
+    control = TrajectoryInfo(phase=2, control=True, scoring_failed=True, scores_nonfinite=2)
+    obs = [
+        Observation("q1", 2.0, True, scorer, prompt_tokens=30, response_tokens=7),
+        Observation("q1", 0.0, False, aided, prompt_tokens=30, response_tokens=5),
+        Observation("q1", 1.0, True, control, prompt_tokens=20, response_tokens=3),
+        Observation("q2", 0.0, False, rejected, prompt_tokens=20, response_tokens=9),
+    ]
+    state = StepState(summary_streamed=1, ig_skipped=2, ig={"s1": 0.25})
+    state.summary.add({"attempts": 2, "parsed": 1, "fallback": 1})
+    lib = SkillLibrary(seed_skills=load_seed_skills()[:2])
+    m = step_metrics(lib, 2, obs, StepEvents(step=3), state, 0.0, True)
+    assert m["arise/skill_use_rate"] == 0.5 and m["arise/control_rate"] == 0.25
+    assert m["arise/gate_pass_rate"] == pytest.approx(2 / 3)  # of the 3 scored trajectories
+    assert (m["arise/scoring_failures"], m["arise/scores_nonfinite"], m["arise/skill_overlong"]) == (1.0, 2.0, 1.0)
+    assert m["arise/reward_mean"] == 0.75 and m["arise/acc"] == 0.5 and m["arise/queries"] == 2.0
+    assert (m["arise/prompt_tokens"], m["arise/response_tokens"], m["arise/scoring_tokens"]) == (100.0, 24.0, 40.0)
+    assert m["arise/scoring_s"] == 0.5 and m["arise/summary_parse_rate"] == 0.5 and m["arise/summary_streamed"] == 1
+    assert m["arise/ig_skipped"] == 2.0 and m["arise/ig_exact_mean"] == 0.25 and m["arise/phase2_groups"] == 2.0

@@ -61,7 +61,7 @@ def test_binary_reward_changes_only_the_reward_not_the_managers_phase(monkeypatc
     cfg.reward.binary = binary
     out, posted = run(monkeypatch, cfg, fields)
     assert out["reward_score"] == score
-    assert posted[0]["phase"] == 2 and posted[0]["control"] == bool(fields.get("arise_control"))
+    assert posted[0].trajectory.phase == 2 and posted[0].trajectory.control == bool(fields.get("arise_control"))
     info = out["reward_extra_info"]
     assert info["skill_used"] == float("arise_skill_id" in fields)
     assert info["skill_scored"] == float("arise_scores" in fields)
@@ -69,7 +69,22 @@ def test_binary_reward_changes_only_the_reward_not_the_managers_phase(monkeypatc
 
 def test_phase_one_is_binary(monkeypatch):
     out, posted = run(monkeypatch, ARISEConfig(), {**AIDED, "arise_phase": 1})
-    assert out["reward_score"] == 1.0 and posted[0]["phase"] == 1
+    assert out["reward_score"] == 1.0 and posted[0].trajectory.phase == 1
+
+
+def test_the_observation_is_one_record_of_the_trajectory(monkeypatch):
+    """What the trainer's step reads of a trajectory: the reward manager's own facts beside the
+    agent loop's record, whole (each field defined once: core.trajectory.TrajectoryInfo)."""
+    from recipe.arise.core.observation import Observation
+    from recipe.arise.core.trajectory import TrajectoryInfo
+
+    fields = {**AIDED, "arise_scorer": True, "arise_scoring_tokens": 40, "arise_skill_tokens": 12}
+    _, posted = run(monkeypatch, ARISEConfig(), fields)
+    (obs,) = posted
+    assert isinstance(obs, Observation) and obs.trajectory == TrajectoryInfo.from_extra_fields(fields)
+    assert (obs.reward, obs.correct, obs.response_tokens, obs.scored) == (2.0, True, 3, True)
+    _, posted = run(monkeypatch, ARISEConfig(), CONTROL, truth="4")
+    assert (posted[0].reward, posted[0].correct, posted[0].scored) == (0.0, False, False)
 
 
 # ------------------------------------------------------------------ streaming O_{G+1}
@@ -94,7 +109,7 @@ class StreamPool:
 
         async def record(obs, trace=None):
             self.traces.append(trace)
-            return self.stream.add(obs["uid"], obs["reward"], trace["text"], trace["question"], trace["messages"])
+            return self.stream.add(obs.uid, obs.reward, trace["text"], trace["question"], trace["messages"])
 
         async def deliver(result):
             self.delivered.append(result)
@@ -196,6 +211,24 @@ def test_observation_carries_its_query_when_the_gate_is_rescored(monkeypatch, se
     """calibration=rescore calibrates sigma on the queries of every generated group: each observation
     carries its query, so the groups dynamic sampling drops are not missing from the calibration."""
     _, posted = run(monkeypatch, ARISEConfig.from_dict({"selection": selection}), fields)
-    assert ("messages" in posted[0]) == carries
+    assert (posted[0].messages is not None) == carries
     if carries:
-        assert posted[0]["messages"] == QUERY
+        assert posted[0].messages == QUERY
+
+
+# ------------------------------------------------------------------ grader failures (issue 34)
+
+
+def test_a_grader_failure_is_graded_wrong_posted_and_counted_in_the_step_metrics(monkeypatch):
+    from recipe.arise.adapters.trainer_metrics import StepState, step_metrics
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.library_entry import StepEvents
+
+    monkeypatch.setattr(reward_manager_module, "grade_checked", lambda *a, **k: (False, "timeout"))
+    out, posted = run(monkeypatch, ARISEConfig(), CONTROL)
+    assert out["reward_score"] == 0.0 and posted[0].grader_error == "timeout" and posted[0].correct is False
+    monkeypatch.setattr(reward_manager_module, "grade_checked", lambda *a, **k: (True, None))
+    _, decided = run(monkeypatch, ARISEConfig(), CONTROL)
+    assert decided[0].grader_error is None
+    m = step_metrics(SkillLibrary(), 2, [posted[0], decided[0]], StepEvents(step=1), StepState(), 0.0, True)
+    assert m["arise/grader_errors"] == 1.0

@@ -4,6 +4,9 @@ published sigma; the calibration arithmetic itself is tested in tests/core/test_
 import numpy as np
 import pytest
 
+from recipe.arise.core.observation import Observation
+from recipe.arise.core.trajectory import TrajectoryInfo
+
 
 def test_the_gate_is_calibrated_on_every_generated_groups_query():
     """observed_queries: one per query group, in recording order, from every observation that
@@ -15,10 +18,10 @@ def test_the_gate_is_calibrated_on_every_generated_groups_query():
         return [{"role": "user", "content": text}]
 
     obs = [
-        {"uid": "a", "messages": q("A")},
-        {"uid": "b", "messages": q("B")},  # a group dynamic sampling will drop: still here
-        {"uid": "a", "messages": q("A")},
-        {"uid": "c"},  # no query posted (calibration=window): skipped
+        Observation("a", 1.0, True, messages=q("A")),
+        Observation("b", 0.0, False, messages=q("B")),  # a group dynamic sampling will drop: still here
+        Observation("a", 0.0, False, messages=q("A")),
+        Observation("c", 1.0, True),  # no query posted (calibration=window): skipped
     ]
     assert observed_queries(obs) == [q("A"), q("B")]
 
@@ -48,27 +51,24 @@ def _stub_trainer(selection=None, phase1_steps=2):
     return trainer
 
 
-def _observations(vectors, control_every=4):
+def _observations(vectors, control_every=4, passed=lambda uid: None):
+    """Phase II groups of 4, one per score vector; control-arm trajectories carry no vector (not
+    scored); ``passed(uid)``: the gate's decision on each scored trajectory of group ``uid``."""
     out = []
     for g, scores in enumerate(vectors):
         for session in range(4):
             control = session % control_every == 0
-            out.append(
-                {
-                    "uid": f"q{g}",
-                    "phase": 2,
-                    "control": control,
-                    "scored": not control,
-                    "scores": [] if control else scores,
-                }
-            )
+            uid = f"q{g}"
+            scored = [] if control else [float(x) for x in scores]
+            record = TrajectoryInfo(phase=2, control=control, scores=scored, gate_passed=passed(uid))
+            out.append(Observation(uid, 1.0, True, record))
     return out
 
 
 def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma(gate_passes, score_window):
     trainer = _stub_trainer({"calibration": "window"})
     vectors = score_window(n=40, spread=0.4)
-    phase1 = [{"uid": "p", "phase": 1, "scored": False, "scores": []}]
+    phase1 = [Observation("p", 1.0, True, TrajectoryInfo(phase=1))]
     trainer._calibrate_gate(_observations(vectors) + phase1)
     assert len(trainer._gate.window) == 40  # one per group, not one per trajectory
     sigma = trainer._gate.sigma
@@ -80,9 +80,7 @@ def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma(gat
     assert m["arise/sigma"] == 1.0 and m["arise/gate_target"] == pytest.approx(0.73)
     assert m["arise/calibration_groups"] == 40.0
     # per query, the share of its scored trajectories that passed (control trajectories are not scored)
-    obs = _observations(vectors[:3])
-    for o in obs:
-        o["gate_passed"] = o["uid"] != "q2"
+    obs = _observations(vectors[:3], passed=lambda uid: uid != "q2")
     trainer._gate.recent.clear()  # the call above observed 40 queries with no pass
     m = trainer._gate_metrics(2, 1.0, obs)
     assert m["arise/gate_pass_rate_recent"] == pytest.approx(2 / 3) and m["arise/gate_recent_queries"] == 3.0

@@ -207,3 +207,31 @@ def test_tau_plus_traces_of_a_tool_loop_are_transcripts(monkeypatch, tool_trace)
     assert f"TOOL CALL python: {tool_trace.code}" in tool["text"] and "TOOL RESULT: 5050" in tool["text"]
     assert "r" * 201 not in tool["text"]  # tool_result_chars, 200 by default
     assert single["text"] == bytes(plain).decode() and tool["ids"] == tool_ids
+
+
+def test_exact_ig_skips_and_counts_traces_without_prompt_logprobs():
+    """A diagnostic must not crash training: an engine answer without ``prompt_logprobs`` (or a failed
+    request) drops that trace for every skill, is counted, and the other traces still give the IG."""
+    trainer, cls = _ig_trainer()
+    full = trainer._generate_all
+
+    def generate_all(prompts, params, timeout_s):
+        outs = full(prompts, params, timeout_s)
+        for i, p in enumerate(prompts):
+            if bytes(p).decode().endswith("|A:bad"):  # the trace of the second group, under every context
+                outs[i] = SimpleNamespace(extra_fields={}) if i % 2 else RuntimeError("engine down")
+        return outs
+
+    trainer._generate_all = generate_all
+    groups = [
+        {"uid": u, "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc(t)}]}
+        for u, t in (("g1", "good"), ("g2", "bad"))
+    ]
+    counts = {}
+    ig = cls._exact_ig(trainer, groups, step=100, counts=counts)
+    assert counts == {"ig_skipped": 1}
+    assert set(ig) == set(trainer.library.cache_ids()) and all(v == v for v in ig.values())
+    # every trace without log-probs: nothing measured, nothing raised
+    trainer._generate_all = lambda prompts, params, timeout_s: [SimpleNamespace(extra_fields={}) for _ in prompts]
+    counts = {}
+    assert cls._exact_ig(trainer, groups, step=200, counts=counts) == {} and counts == {"ig_skipped": 2}

@@ -346,3 +346,42 @@ def test_grader_uses_only_public_library_api(module):
     assert _private_accesses(src) == []
     assert "except BaseException" not in src
     assert "_preload_modules" not in src and "_pool_manager" not in src
+
+
+# ---------------------------------------------------------------- failures: counted or raised (issue 34)
+
+
+class _FailingPool:
+    broken = None
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def call(self, fn, args, timeout_s):
+        return False, self.reason
+
+
+@pytest.mark.parametrize("reason", ["timeout", "worker_died", "error"])
+def test_a_check_that_cannot_decide_is_wrong_and_says_why(monkeypatch, reason):
+    monkeypatch.setattr(gr, "_get_pool", lambda: _FailingPool(reason))
+    assert gr.grade_checked("so \\boxed{x^2+1}", "y+1", timeout_s=BOUND) == (False, reason)
+    assert grade("so \\boxed{x^2+1}", "y+1", timeout_s=BOUND) is False
+    # a decided answer is not a failure, and a later gold answer may still match
+    assert gr.grade_checked("so \\boxed{7}", "7", timeout_s=BOUND) == (True, None)
+    assert gr.grade_checked("so \\boxed{7}", ["y+1", "7"], timeout_s=BOUND) == (True, None)
+    assert gr.grade_checked("no box here", "7", timeout_s=BOUND) == (False, None)
+
+
+def test_an_error_on_the_models_text_is_counted_a_programming_error_raised(monkeypatch):
+    def boom(exc):
+        def normalize(text):
+            raise exc
+
+        return normalize
+
+    monkeypatch.setattr(gr, "normalize_answer", boom(RecursionError("deep")))
+    assert gr.grade_checked("\\boxed{5}", "5", timeout_s=BOUND) == (False, "error")
+    for exc in (TypeError("bug"), AttributeError("bug"), KeyError("bug"), NameError("bug"), AssertionError("bug")):
+        monkeypatch.setattr(gr, "normalize_answer", boom(exc))
+        with pytest.raises(type(exc)):
+            grade("\\boxed{5}", "5", timeout_s=BOUND)

@@ -57,3 +57,20 @@ def test_valid_skills_load_and_one_invalid_line_refuses_the_file(tmp_path):
     path.write_text("".join(lines) + json.dumps({"skill": {**GOOD, "check": "c" * 101}}) + "\n")
     with pytest.raises(LibraryFormatError, match=rf"line {len(lines) + 1}: field 'skill\.check'"):
         library_from_jsonl(path)
+
+
+def test_the_jsonl_reader_uses_only_the_librarys_public_api():
+    """library_jsonl builds a SkillLibrary from outside: it must not reach into private fields (issue 34),
+    so a change inside the library cannot break the reader silently."""
+    import ast
+    from pathlib import Path
+
+    import recipe.arise.core.library_jsonl as mod
+
+    tree = ast.parse(Path(mod.__file__).read_text())
+    private = sorted(
+        f"line {n.lineno}: .{n.attr}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+    )
+    assert not private, private

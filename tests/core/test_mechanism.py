@@ -5,6 +5,7 @@ contrasts and uplift, the hierarchical-vs-binary advantage difference, seeds rea
 verl's own GRPO advantage function is the reference where advantages are compared.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from recipe.arise.core.groups import (
 )
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_entry import Contrast, Provenance
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.scoring import skill_score
 from recipe.arise.core.selection import (
@@ -31,6 +33,7 @@ from recipe.arise.core.selection import (
     selection_probs,
 )
 from recipe.arise.core.skill import SkillDoc, load_seed_skills
+from recipe.arise.core.trajectory import TrajectoryInfo
 
 
 def verl_grpo(rewards, norm_by_std=True):
@@ -167,7 +170,7 @@ def test_choose_summary_groups_hardest_first_with_cap():
 
 def _obs(uid, skill, correct, control=False, phase=2, bonus=1.0):
     reward = hierarchical_reward(correct, bool(skill), phase, skill_bonus=bonus)
-    return {"uid": uid, "skill_id": skill, "correct": correct, "control": control, "phase": phase, "reward": reward}
+    return Observation(uid, reward, correct, TrajectoryInfo(phase=phase, skill_id=skill, control=control))
 
 
 def test_group_contrasts_and_library_uplift():
@@ -203,8 +206,16 @@ def test_mechanism_metrics_see_the_mixed_group():
     assert m["mixed_group_rate"] == pytest.approx(0.5) and m["phase2_groups"] == 2
     assert m["adv_gap_2v1"] > 0 and m["adv_shift"] > 0
     assert m["step_uplift"] == pytest.approx(0.5 - 0.5)
-    binary_only = [dict(o, reward=float(o["correct"])) for o in obs]
+    binary_only = [dataclasses.replace(o, reward=float(o.correct)) for o in obs]
     assert mechanism_metrics(binary_only)["adv_shift"] == 0.0  # ablation (a): the gradient is binary
+    # a simulation's plain dicts (bench/) are read as the same records
+    plain = [{"uid": o.uid, "reward": o.reward, "correct": o.correct, "skill_id": o.trajectory.skill_id or None,
+              "control": o.trajectory.control, "phase": o.trajectory.phase} for o in obs]  # fmt: skip
+    assert mechanism_metrics(plain) == m and group_contrasts(plain) == group_contrasts(obs)
+    with pytest.raises(ValueError, match="unknown field.*'scored'"):
+        mechanism_metrics([{**plain[0], "scored": True}])
+    with pytest.raises(ValueError, match="required field.*'correct'"):
+        group_contrasts([{"uid": "q1", "reward": 1.0}])
 
 
 def test_exact_information_gain():

@@ -12,13 +12,15 @@ from recipe.arise.core.groups import group_contrasts, mechanism_metrics
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_entry import Contrast
 from recipe.arise.core.library_store import _arrow_schema
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.skill import SkillDoc
+from recipe.arise.core.trajectory import TrajectoryInfo
 
 
 def _obs(uid, skill, correct, control=False):
     reward = hierarchical_reward(correct, bool(skill), 2)
-    return {"uid": uid, "skill_id": skill, "correct": correct, "control": control, "phase": 2, "reward": reward}
+    return Observation(uid, reward, correct, TrajectoryInfo(phase=2, skill_id=skill, control=control))
 
 
 def _simpson_observations(easy="s000001", hard_greedy="s000002"):

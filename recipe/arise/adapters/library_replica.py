@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.stream import SummaryStream
 
 REPLICA_NAME = "arise_library_replica"
@@ -23,7 +24,7 @@ class LibraryReplica:
         # sigma: the selection temperature the trainer calibrated (arise.selection.temperature: auto;
         # None until it publishes one, and the configured number otherwise)
         self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train", "sigma": None}
-        self._observations: list[dict[str, Any]] = []
+        self._observations: list[Observation] = []
         self._stream = SummaryStream()
         self._llm_client = None
 
@@ -59,7 +60,7 @@ class LibraryReplica:
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot
 
-    def record(self, observation: dict[str, Any], trace: dict[str, Any] | None = None):
+    def record(self, observation: Observation, trace: dict[str, Any] | None = None):
         """One training trajectory. ``trace`` (text, question, messages) feeds the summary stream:
         the return value is the group claimed for a summary rollout when this trajectory completes
         one (see :meth:`SummaryStream.add`), else None."""
@@ -67,7 +68,7 @@ class LibraryReplica:
         if trace is None:
             return None
         return self._stream.add(
-            observation["uid"], observation["reward"], trace["text"], trace["question"], trace.get("messages")
+            observation.uid, observation.reward, trace["text"], trace["question"], trace.get("messages")
         )
 
     # the summary stream (arise.summary.stream): the trainer opens and closes it around each sample
@@ -93,7 +94,7 @@ class LibraryReplica:
     def llm_client(self):
         return self._llm_client
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[Observation]:
         out, self._observations = self._observations, []
         return out
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -28,6 +29,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from recipe.arise.core import sandbox
 
 logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 # not "arise_*": that prefix is TrajectoryInfo's, whose reader refuses a key it does not define
 EXTRA_CALLS, EXTRA_ERRORS, EXTRA_SECONDS = "python_tool_calls", "python_tool_errors", "python_tool_s"

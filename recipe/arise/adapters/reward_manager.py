@@ -25,13 +25,14 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from recipe.arise.adapters.agent_loop import arise_config
 from recipe.arise.adapters.library_replica import get_replica
-from recipe.arise.core.grader import grade
+from recipe.arise.core.grader import grade_checked
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.summary import generate_summary, summary_prompt_ids
 from recipe.arise.core.trajectory import TrajectoryInfo
 
 logger = logging.getLogger(__name__)
-logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 
 class ARISERewardManager(RewardManagerBase):
@@ -52,7 +53,9 @@ class ARISERewardManager(RewardManagerBase):
         info = TrajectoryInfo.from_extra_fields(item.non_tensor_batch.get("tool_extra_fields", None))
 
         timeout = self.arise.reward.timeout_s
-        correct = await self.loop.run_in_executor(None, lambda: grade(response, ground_truth, timeout_s=timeout))
+        correct, grader_error = await self.loop.run_in_executor(
+            None, lambda: grade_checked(response, ground_truth, timeout_s=timeout)
+        )
         skill_id = info.skill_id
         phase = info.phase  # the Manager's phase (selection, control arm)
         # ablation (a) keeps the Manager in Phase II and only the reward binary
@@ -66,36 +69,23 @@ class ARISERewardManager(RewardManagerBase):
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)
-            observation = {
-                "step": int(item.non_tensor_batch.get("global_steps", 0) or 0),
-                "uid": str(item.non_tensor_batch.get("uid", "")),
-                "skill_id": skill_id,
-                "reward": float(score),
-                "correct": bool(correct),
-                "phase": phase,
-                "selected": info.selected,
-                "control": info.control,
-                "gate_passed": info.gate_passed,
-                "scored": bool(info.scores),
-                # the group's score vector: arise.selection.temperature=auto calibrates sigma on it
-                "scores": list(info.scores),
-                "scorer": info.scorer,
-                "scoring_failed": info.scoring_failed,
-                "scores_nonfinite": info.scores_nonfinite,
-                "skill_overlong": info.skill_overlong,
-                "skill_tokens": info.skill_tokens,
-                "scoring_s": info.scoring_s,
-                "scoring_tokens": info.scoring_tokens,
-                "scoring_cached_tokens": info.scoring_cached_tokens,
-                "scoring_rescored": info.scoring_rescored,
-                "prompt_tokens": int(item.non_tensor_batch.get("prompt_len", 0) or 0),
-                "response_tokens": int(valid_length),
-            }
+            messages = None
             if self.arise.selection.posts_queries(phase):
                 # sigma is calibrated on the queries of every generated group, those dynamic sampling
                 # drops included: the kept batch over-represents queries the gate passed (their
                 # groups mix R=2 with the control arm's R=1), which would set sigma too strict
-                observation["messages"] = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
+                messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
+            observation = Observation(
+                uid=str(item.non_tensor_batch.get("uid", "")),
+                reward=float(score),
+                correct=bool(correct),
+                trajectory=info,  # its score vector: arise.selection.temperature=auto calibrates sigma on it
+                step=int(item.non_tensor_batch.get("global_steps", 0) or 0),
+                prompt_tokens=int(item.non_tensor_batch.get("prompt_len", 0) or 0),
+                response_tokens=int(valid_length),
+                messages=messages,
+                grader_error=grader_error,
+            )
             # Awaited so the observation is in the replica before the trajectory reaches the trainer.
             group = await replica.record.remote(observation, trace)
             if group is not None:  # this trajectory completed a group claimed for a summary

@@ -48,7 +48,7 @@ from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.python_tool import tool_step_metrics
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
-from recipe.arise.adapters.trainer_metrics import console_line, step_metrics
+from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import GATE_FILE
@@ -62,7 +62,7 @@ from recipe.arise.core.store import atomic_write
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
 
 logger = logging.getLogger(__name__)
-logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 LIBRARY_FILE = os.path.join("arise", "library.parquet")
 __all__ = ["ARISETrainer", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
@@ -88,19 +88,6 @@ class _RecordingSampler:
         return getattr(self._inner, name)
 
 
-def _new_step_state() -> dict[str, Any]:
-    return {
-        "new_skills": [],
-        "summary": {"attempts": 0, "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": 0, "response_tokens": 0},
-        "groups_with_tau_plus": 0,
-        "summary_s": 0.0,
-        "summary_wait_s": 0.0,  # streaming: the trainer's wait, after the wave, for streamed summaries
-        "summary_streamed": 0,
-        "ig": {},
-        "batches": 0,
-    }
-
-
 @register_trainer("arise")
 class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
     """v1 sync trainer + ARISE. ``trainer_mode`` reads "sync" so verl keeps its sync semantics."""
@@ -121,7 +108,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         self.library_replica = None
         self._arise_metrics: dict[str, float] = {}
         self._arise_version = 0
-        self._step_state = _new_step_state()
+        self._step_state = StepState()
         self._maintained_step: int | None = None
         self._client_published = False
         self._init_gate()
@@ -293,7 +280,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         cfg = self.arise.summary
         if cfg.max_per_step < 0:
             return -1
-        left = cfg.max_per_step - self._step_state["summary"]["attempts"]
+        left = cfg.max_per_step - self._step_state.summary.attempts
         batches_left = max(1, self.parameter_sync_step - self.local_trigger_step)
         return max(0, math.ceil(left / batches_left))
 
@@ -366,7 +353,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
     def _arise_sample(self, batch) -> None:
         """Per sampled batch (replicas awake): summary rollouts within the step's budget; exact IG."""
         state = self._step_state
-        state["batches"] += 1
+        state.batches += 1
         step = self.global_steps
         cfg = self.arise.summary
         if batch is None and not (cfg.enable and cfg.stream):  # a streamed batch is closed even so
@@ -376,29 +363,30 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             # the exact IG takes unaided traces from every group; the summaries need tau+
             ig_groups = self._tau_plus_groups(batch) if batch is not None else []
             groups = [g for g in ig_groups if g["traces"]]
-            state["groups_with_tau_plus"] += len(groups)
+            state.groups_with_tau_plus += len(groups)
             if cfg.enable and cfg.stream:
                 new_skills, stats = self._streamed_summaries(step)
             elif cfg.enable and groups:
-                rng = np.random.default_rng([self.arise.seed, step, state["batches"]])
+                rng = np.random.default_rng([self.arise.seed, step, state.batches])
                 chosen = choose_summary_groups(groups, self._batch_budget(), cfg.choose, rng)
                 new_skills, stats = self._summary_rollouts(chosen, step)
             else:
                 new_skills, stats = [], {}
-            state["new_skills"] += new_skills
-            for key, value in stats.items():
-                state["summary"][key] += value
+            state.new_skills += new_skills
+            state.summary.add(stats)
             ig = self.arise.ig
-            if ig.every_n_steps and step % ig.every_n_steps == 0 and ig_groups and not state["ig"]:
-                state["ig"] = self._exact_ig(ig_groups, step)
-            state["summary_s"] += time.perf_counter() - started
+            if ig.every_n_steps and step % ig.every_n_steps == 0 and ig_groups and not state.ig:
+                counts: dict[str, int] = {}
+                state.ig = self._exact_ig(ig_groups, step, counts)
+                state.ig_skipped += counts.get("ig_skipped", 0)
+            state.summary_s += time.perf_counter() - started
 
     def _arise_maintain(self) -> None:
         step = self.global_steps
         if self._maintained_step == step:  # never twice in one global step
             return
         self._maintained_step = step
-        state, self._step_state = self._step_state, _new_step_state()
+        state, self._step_state = self._step_state, StepState()
         phase = self.arise.phase(step)
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
@@ -406,12 +394,12 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             sigma_used = self._gate.sigma
             self._remember_queries(observed_queries(observations))  # rescore; window: Phase I
             self._calibrate_gate(observations)
-            used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
+            used = [(o.trajectory.skill_id, o.reward) for o in observations if o.trajectory.skill_id]
             events = self.library.step(
                 used,
-                state["new_skills"],
+                state.new_skills,
                 step=step,
-                global_rewards=[o["reward"] for o in observations],
+                global_rewards=[o.reward for o in observations],
                 contrasts=group_contrasts(observations),
             )
             if self._gate_rescores(step):  # the next step's cache is in place: calibrate on it

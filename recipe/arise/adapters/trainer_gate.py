@@ -13,16 +13,16 @@ import json
 import logging
 import os
 import time
-from typing import Any
 
 from recipe.arise.adapters.scoring_requests import SCORING_PARAMS
 from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.scoring import score_queries
 from recipe.arise.core.selection import top_m_candidates
 from recipe.arise.core.store import atomic_write
 
 logger = logging.getLogger(__name__)
-logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 
 def damaged_checkpoint(path: str, error: BaseException) -> RuntimeError:
@@ -39,23 +39,23 @@ def damaged_checkpoint(path: str, error: BaseException) -> RuntimeError:
     )
 
 
-def observed_queries(observations: list[dict[str, Any]]) -> list[list]:
+def observed_queries(observations: list[Observation]) -> list[list]:
     """The chat messages of each query group of a step's observations (all generated groups, those
     dynamic sampling dropped included), in the order their first trajectory was recorded. Only
     observations with ``calibration: rescore`` carry them (reward manager)."""
     first: dict[str, list] = {}
     for o in observations:
-        if o.get("messages"):
-            first.setdefault(str(o["uid"]), o["messages"])
+        if o.messages:
+            first.setdefault(str(o.uid), o.messages)
     return list(first.values())
 
 
-def gate_outcomes(observations: list[dict[str, Any]]) -> list[float]:
+def gate_outcomes(observations: list[Observation]) -> list[float]:
     """Per query (uid) of a step, the share of its scored trajectories that passed the gate."""
     passed: dict[str, list[bool]] = {}
     for o in observations:
-        if o["scored"]:
-            passed.setdefault(str(o["uid"]), []).append(bool(o.get("gate_passed")))
+        if o.scored:
+            passed.setdefault(str(o.uid), []).append(bool(o.trajectory.gate_passed))
     return [sum(v) / len(v) for v in passed.values()]
 
 
@@ -111,16 +111,16 @@ class GateMixin:
         atomic_write(path, lambda f: f.write(json.dumps(self._gate.state()).encode()))
         return path
 
-    def _calibrate_gate(self, observations: list[dict[str, Any]]) -> None:
+    def _calibrate_gate(self, observations: list[Observation]) -> None:
         """Add this step's Phase II groups (one score vector per query group: its trajectories share
         it; control-arm trajectories carry none) to the window and recalibrate."""
         if not self._gate_calibrates() or self.arise.selection.calibration != "window":
             return
         vectors: dict[str, list[float]] = {}
         for o in observations:
-            scores = o.get("scores")
-            if o.get("phase") == 2 and scores is not None and len(scores) and o["uid"] not in vectors:
-                vectors[o["uid"]] = scores
+            scores = o.trajectory.scores
+            if o.trajectory.phase == 2 and len(scores) and o.uid not in vectors:
+                vectors[o.uid] = scores
         if vectors:
             self._gate.add(vectors.values())
             self._gate.update()
@@ -176,7 +176,7 @@ class GateMixin:
             f"({time.perf_counter() - started:.1f}s): sigma={sigma:.4g}"
         )
 
-    def _gate_metrics(self, phase: int, sigma_used: float, observations: list[dict[str, Any]]) -> dict[str, float]:
+    def _gate_metrics(self, phase: int, sigma_used: float, observations: list[Observation]) -> dict[str, float]:
         """arise/sigma: the sigma this step's selection used; with auto the target and the window;
         in Phase II the pass rate over the last calibration_window queries (the rate the target is
         judged on). A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
@@ -184,7 +184,7 @@ class GateMixin:
         if self._gate_calibrates():
             m["arise/gate_target"] = self._gate.target
             m["arise/calibration_groups"] = float(len(self._gate.window))
-        if phase == 2 and self.arise.selection.use_gate and any(o["scored"] for o in observations):
+        if phase == 2 and self.arise.selection.use_gate and any(o.scored for o in observations):
             m["arise/gate_pass_rate_recent"] = self._gate.observe(gate_outcomes(observations))
             m["arise/gate_recent_queries"] = float(len(self._gate.recent))
             warning = self._gate.watch(self._arise_metrics["arise/gate_pass_rate"])

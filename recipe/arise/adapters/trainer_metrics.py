@@ -1,14 +1,54 @@
-"""The ARISE trainer's per-step metrics (verl's tracker) and its one console line per step."""
+"""The ARISE trainer's per-step metrics (verl's tracker), its one console line per step, and the
+:class:`StepState` it gathers over a global step's sampled batches."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from recipe.arise.core.groups import mechanism_metrics
 from recipe.arise.core.library import SkillLibrary
-from recipe.arise.core.library_entry import utility_uplift_disagreement
+from recipe.arise.core.library_entry import Provenance, utility_uplift_disagreement
+from recipe.arise.core.observation import Observation
+from recipe.arise.core.skill import SkillDoc
+
+
+@dataclasses.dataclass
+class SummaryCounts:
+    """A step's summary rollouts O_{G+1}, as ``core.summary.summary_skills`` counts them."""
+
+    attempts: int = 0  # rollouts started (failed ones and those not back by the deadline included)
+    parsed: int = 0  # replies that parsed as a skill
+    fallback: int = 0  # replies that did not, abstracted from the best trace (summary.fallback)
+    failed: int = 0  # requests that errored or timed out: no skill
+    prompt_tokens: int = 0  # summary prompt tokens
+    response_tokens: int = 0  # summary reply tokens
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        """Add one batch's counts; a key this record does not define raises ValueError."""
+        for key, value in counts.items():
+            if key not in self.__dataclass_fields__:
+                raise ValueError(f"summary counts: unknown count {key!r}; known: {list(self.__dataclass_fields__)}")
+            setattr(self, key, getattr(self, key) + value)
+
+
+@dataclasses.dataclass
+class StepState:
+    """What the trainer gathers over one global step's sampled batches (``parameter_sync_step`` of
+    them) for the library's maintenance and the step's metrics; a fresh one each step."""
+
+    new_skills: list[tuple[SkillDoc, Provenance]] = dataclasses.field(default_factory=list)  # for ADD
+    summary: SummaryCounts = dataclasses.field(default_factory=SummaryCounts)  # the summary rollouts
+    groups_with_tau_plus: int = 0  # sampled query groups with tau+ non-empty
+    summary_s: float = 0.0  # seconds in the Upload channel (summary rollouts, exact IG)
+    summary_wait_s: float = 0.0  # streaming: the trainer's wait, after the wave, for streamed summaries
+    summary_streamed: int = 0  # streamed summaries delivered
+    ig: dict[str, float] = dataclasses.field(default_factory=dict)  # exact IG per cache skill id (once a step)
+    ig_skipped: int = 0  # exact-IG traces whose log-probs did not come back
+    batches: int = 0  # sampled batches so far
 
 
 def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
@@ -27,48 +67,56 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
 
 
 def step_metrics(
-    library: SkillLibrary, phase, observations, events, state, maintenance_s, norm_by_std
+    library: SkillLibrary,
+    phase: int,
+    observations: Sequence[Observation],
+    events,
+    state: StepState,
+    maintenance_s: float,
+    norm_by_std: bool,
 ) -> dict[str, float]:
     """The ``arise/*`` metrics of one global step: its observations (one per training trajectory),
     the library's events and state after maintenance, and the step's summary/IG state."""
     n = len(observations)
-    scored = [o for o in observations if o["scored"]]
-    phase2 = [o for o in observations if o.get("phase") == 2]
+    records = [o.trajectory for o in observations]  # what each agent loop recorded
+    scored = [o.trajectory for o in observations if o.scored]
+    phase2 = [r for r in records if r.phase == 2]
     utilities = [e.utility for e in library.cache]
     uplifts = [e.uplift for e in library.entries() if e.uplift is not None]
-    summary = state["summary"]
-    attempts = summary["attempts"]
+    summary = state.summary
+    attempts = summary.attempts
     m = {
         "arise/phase": float(phase),
         "arise/trajectories": float(n),
-        "arise/skill_use_rate": sum(bool(o["skill_id"]) for o in observations) / n if n else 0.0,
-        "arise/control_rate": (sum(bool(o.get("control")) for o in phase2) / len(phase2)) if phase2 else 0.0,
-        "arise/gate_pass_rate": (sum(bool(o["gate_passed"]) for o in scored) / len(scored)) if scored else 0.0,
-        "arise/scoring_failures": float(sum(bool(o.get("scoring_failed")) for o in observations)),
-        "arise/scores_nonfinite": float(sum(int(o.get("scores_nonfinite", 0)) for o in observations)),
-        "arise/skill_overlong": float(sum(bool(o.get("skill_overlong")) for o in observations)),
-        "arise/reward_mean": float(np.mean([o["reward"] for o in observations])) if n else 0.0,
-        "arise/acc": float(np.mean([o["correct"] for o in observations])) if n else 0.0,
-        "arise/prompt_overhead_tokens": float(np.mean([o["skill_tokens"] for o in observations])) if n else 0.0,
-        "arise/scoring_s": float(sum(o["scoring_s"] for o in observations)),
+        "arise/skill_use_rate": sum(bool(r.skill_id) for r in records) / n if n else 0.0,
+        "arise/control_rate": (sum(bool(r.control) for r in phase2) / len(phase2)) if phase2 else 0.0,
+        "arise/gate_pass_rate": (sum(bool(r.gate_passed) for r in scored) / len(scored)) if scored else 0.0,
+        "arise/scoring_failures": float(sum(bool(r.scoring_failed) for r in records)),
+        "arise/grader_errors": float(sum(o.grader_error is not None for o in observations)),
+        "arise/scores_nonfinite": float(sum(int(r.scores_nonfinite) for r in records)),
+        "arise/skill_overlong": float(sum(bool(r.skill_overlong) for r in records)),
+        "arise/reward_mean": float(np.mean([o.reward for o in observations])) if n else 0.0,
+        "arise/acc": float(np.mean([o.correct for o in observations])) if n else 0.0,
+        "arise/prompt_overhead_tokens": float(np.mean([r.skill_tokens for r in records])) if n else 0.0,
+        "arise/scoring_s": float(sum(r.scoring_s for r in records)),
         # token accounting (per step; divide by arise/queries for per-query figures)
-        "arise/queries": float(len({o["uid"] for o in observations})),
-        "arise/prompt_tokens": float(sum(o.get("prompt_tokens", 0) for o in observations)),
-        "arise/response_tokens": float(sum(o.get("response_tokens", 0) for o in observations)),
-        "arise/scoring_tokens": float(sum(o.get("scoring_tokens", 0) for o in observations)),  # prefilled
-        "arise/scoring_cached_tokens": float(sum(o.get("scoring_cached_tokens", 0) for o in observations)),
-        "arise/scoring_rescored": float(sum(o.get("scoring_rescored", 0) for o in observations)),
-        "arise/summary_prompt_tokens": float(summary["prompt_tokens"]),
-        "arise/summary_response_tokens": float(summary["response_tokens"]),
-        "arise/summary_s": float(state["summary_s"]),
-        "arise/summary_wait_s": float(state["summary_wait_s"]),
-        "arise/summary_streamed": float(state["summary_streamed"]),
-        "arise/groups_with_tau_plus": float(state["groups_with_tau_plus"]),
+        "arise/queries": float(len({o.uid for o in observations})),
+        "arise/prompt_tokens": float(sum(o.prompt_tokens for o in observations)),
+        "arise/response_tokens": float(sum(o.response_tokens for o in observations)),
+        "arise/scoring_tokens": float(sum(r.scoring_tokens for r in records)),  # prefilled
+        "arise/scoring_cached_tokens": float(sum(r.scoring_cached_tokens for r in records)),
+        "arise/scoring_rescored": float(sum(r.scoring_rescored for r in records)),
+        "arise/summary_prompt_tokens": float(summary.prompt_tokens),
+        "arise/summary_response_tokens": float(summary.response_tokens),
+        "arise/summary_s": float(state.summary_s),
+        "arise/summary_wait_s": float(state.summary_wait_s),
+        "arise/summary_streamed": float(state.summary_streamed),
+        "arise/groups_with_tau_plus": float(state.groups_with_tau_plus),
         "arise/summary_attempts": float(attempts),
-        "arise/summary_parsed": float(summary["parsed"]),
-        "arise/summary_failed": float(summary["failed"]),
-        "arise/summary_parse_rate": summary["parsed"] / attempts if attempts else 0.0,
-        "arise/summary_fallback_rate": summary["fallback"] / attempts if attempts else 0.0,
+        "arise/summary_parsed": float(summary.parsed),
+        "arise/summary_failed": float(summary.failed),
+        "arise/summary_parse_rate": summary.parsed / attempts if attempts else 0.0,
+        "arise/summary_fallback_rate": summary.fallback / attempts if attempts else 0.0,
         "arise/maintenance_s": float(maintenance_s),
         "arise/new_skills": float(len(events.added)),
         "arise/duplicates": float(len(events.dropped_duplicates)),
@@ -85,9 +133,10 @@ def step_metrics(
         "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
-    if state["ig"]:
-        m["arise/ig_exact_mean"] = float(np.mean(list(state["ig"].values())))
+    m["arise/ig_skipped"] = float(state.ig_skipped)
+    if state.ig:
+        m["arise/ig_exact_mean"] = float(np.mean(list(state.ig.values())))
     return m
 
 
-__all__ = ["console_line", "step_metrics"]
+__all__ = ["StepState", "SummaryCounts", "console_line", "step_metrics"]

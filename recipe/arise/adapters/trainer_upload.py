@@ -30,7 +30,7 @@ from recipe.arise.core.trajectory import TrajectoryInfo, as_list
 from recipe.arise.core.transcript import trace_transcript
 
 logger = logging.getLogger(__name__)
-logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 
 class UploadMixin:
@@ -163,8 +163,8 @@ class UploadMixin:
                 break
             time.sleep(0.01)
         ray.get(self.library_replica.stream_end.remote())
-        self._step_state["summary_wait_s"] += time.perf_counter() - waited
-        self._step_state["summary_streamed"] += len(delivered)
+        self._step_state.summary_wait_s += time.perf_counter() - waited
+        self._step_state.summary_streamed += len(delivered)
         groups = [r["group"] for r in delivered]
         outputs = [
             r["token_ids"] if r.get("token_ids") is not None else RuntimeError(r.get("error")) for r in delivered
@@ -179,13 +179,15 @@ class UploadMixin:
         stats["failed"] += max(0, missing)
         return new_skills, stats
 
-    def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> dict[str, float]:
+    def _exact_ig(self, groups: list[dict[str, Any]], step: int, counts: dict | None = None) -> dict[str, float]:
         """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` correct
         *unaided* traces of this step (one per query group, its best): prompt log-probs of each
         trace with and without the skill, on the rollout engine. Unaided traces only: a trace
         generated under one skill is likelier under that skill's context than under any other's,
         which would favour the skill that wrote it. The skill goes where the agent loop injects it
-        (:meth:`_ig_context`). Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only."""
+        (:meth:`_ig_context`). Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only,
+        so it never stops training: a trace whose log-probs did not come back (no ``prompt_logprobs``,
+        too short, a failed request) is skipped for every skill and counted in ``counts["ig_skipped"]``."""
         cfg = self.arise.ig
         rng = np.random.default_rng([self.arise.seed, step, 7])
         traces = []
@@ -206,15 +208,18 @@ class UploadMixin:
                 spans.append((len(context), len(context) + len(ids)))
         params = SCORING_PARAMS
         outputs = self._generate_all(prompts, params, self.arise.selection.scoring_timeout_s)
-        sums = []
-        for output, (lo, hi) in zip(outputs, spans, strict=True):
-            if isinstance(output, BaseException):
-                logger.warning(f"ARISE exact IG: a request failed ({output!r}); skipped this time")
-                return {}
-            lp = output.extra_fields.get("prompt_logprobs")
-            sums.append(float(sum(lp[j - 1][0] for j in range(lo, hi))))
+        sums = [_logprob_sum(output, lo, hi) for output, (lo, hi) in zip(outputs, spans, strict=True)]
         n = len(traces)
-        ig = exact_information_gain([sums[(k + 1) * n : (k + 2) * n] for k in range(len(cache))], sums[:n])
+        rows = [sums[k * n : (k + 1) * n] for k in range(len(cache) + 1)]  # the base, then one per skill
+        keep = [t for t in range(n) if all(row[t] is not None for row in rows)]
+        if len(keep) < n:
+            logger.warning(f"ARISE exact IG, step {step}: {n - len(keep)} of {n} traces without log-probs; skipped")
+            if counts is not None:
+                counts["ig_skipped"] = counts.get("ig_skipped", 0) + n - len(keep)
+        if not keep:
+            return {}
+        rows = [[row[t] for t in keep] for row in rows]
+        ig = exact_information_gain(rows[1:], rows[0])
         out = {}
         for entry, value in zip(cache, ig, strict=True):
             entry.ig_exact, entry.ig_step = value, step
@@ -234,6 +239,18 @@ class UploadMixin:
         prefix = scoring_prefix_ids(self.tokenizer, messages, scoring_suffix(True), **kwargs)
         skill_ids = truncate_skill_for_scoring(doc.to_json(), self.tokenizer, sel.max_skill_tokens)
         return prefix + skill_ids + list(self.tokenizer.encode("\n", add_special_tokens=False))
+
+
+def _logprob_sum(output, lo: int, hi: int) -> float | None:
+    """The summed prompt log-probs of tokens ``lo..hi-1`` of one scoring output; None where the
+    engine's answer lacks them (a failed request, no or short ``prompt_logprobs``, a None entry)."""
+    if isinstance(output, BaseException):
+        return None
+    lp = (getattr(output, "extra_fields", None) or {}).get("prompt_logprobs")
+    try:
+        return float(sum(lp[j - 1][0] for j in range(lo, hi)))
+    except (TypeError, IndexError, KeyError, ValueError):
+        return None
 
 
 def _unaided_trace(group: dict[str, Any]) -> list[int] | None:

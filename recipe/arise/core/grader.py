@@ -50,7 +50,12 @@ from recipe.arise.core.grader_answer import (  # noqa: F401 (the guards' limits 
     is_pathological,
     normalize_answer,
 )
-from recipe.arise.core.grader_workers import FAILURE_REASONS, STARTUP_GRACE_S, WorkerPool  # noqa: F401 (re-exported)
+from recipe.arise.core.grader_workers import (  # noqa: F401 (re-exported)
+    FAILURE_REASONS,
+    STARTUP_GRACE_S,
+    WorkerPool,
+    set_exit_hook,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -58,6 +63,7 @@ __all__ = [
     "configure_grader",
     "extract_boxed",
     "grade",
+    "grade_checked",
     "grade_many",
     "grader_stats",
     "is_pathological",
@@ -67,6 +73,8 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_S = 5.0
+# bugs of this code or its caller: raised by grade(), never counted as a wrong answer
+PROGRAMMING_ERRORS = (TypeError, AttributeError, KeyError, NameError, AssertionError)
 MAX_RESPONSE_CHARS = 100_000  # only the tail is searched for the last box
 
 
@@ -115,6 +123,9 @@ def shutdown_grader() -> None:
         pool.shutdown()
 
 
+set_exit_hook(shutdown_grader)
+
+
 def grader_stats() -> dict[str, Any]:
     """Counters of the worker pool: ``calls`` (math-verify calls), ``timeouts``, ``kills`` (workers
     pebble killed at a task timeout), ``crashes`` (worker deaths under a task), ``retries``,
@@ -126,25 +137,33 @@ def grader_stats() -> dict[str, Any]:
     return {"mode": _CONFIG["mode"], **p.stats()}
 
 
+class Undecided(Exception):
+    """math-verify gave no verdict; the reason (one of FAILURE_REASONS) is the message."""
+
+
 def _inprocess_equal(pred: str, gold: str, timeout_s: float) -> bool:
     t = max(1, int(math.ceil(timeout_s)))
     if threading.current_thread() is threading.main_thread():
         try:
             return _mv_equal(pred, gold, t)
-        except Exception:
-            return False
-    box: list[bool] = []
+        except Exception as e:  # math-verify on the model's text: counted, not raised
+            raise Undecided("error") from e
+    box: list[Any] = []
 
     def run() -> None:
         try:
             box.append(_mv_equal(pred, gold, None))
-        except Exception:
-            box.append(False)
+        except Exception as e:
+            box.append(e)
 
     th = threading.Thread(target=run, daemon=True, name="arise-grade-inproc")
     th.start()
     th.join(timeout_s)
-    return bool(box and box[0])
+    if not box:
+        raise Undecided("timeout")
+    if isinstance(box[0], Exception):
+        raise Undecided("error") from box[0]
+    return bool(box[0])
 
 
 def _verify_bounded(pred: str, gold: str, timeout_s: float) -> bool:
@@ -154,7 +173,7 @@ def _verify_bounded(pred: str, gold: str, timeout_s: float) -> bool:
         if ok:
             return bool(res)
         if not (res == "no_worker" and _CONFIG["mode"] == "auto"):
-            return False  # timed out / worker died twice / raised: treat as wrong
+            raise Undecided(res)  # timed out / worker died twice / raised: wrong, and counted
     return _inprocess_equal(pred, gold, timeout_s)
 
 
@@ -212,35 +231,51 @@ def _grade_one(pred: str, gt: Any, timeout_s: float) -> bool:
 def grade(solution_str: Any, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """True iff the last boxed answer of ``solution_str`` equals ``ground_truth``.
 
-    Never raises; bounded by ``timeout_s`` from any thread (the first calls of a process, if
-    :func:`warmup` was not called, may also wait up to ``STARTUP_GRACE_S`` for the workers
-    to start)."""
+    Bounded by ``timeout_s`` from any thread (the first calls of a process, if :func:`warmup` was
+    not called, may also wait up to ``STARTUP_GRACE_S`` for the workers to start). A check that
+    cannot decide (a timeout, a dead worker, an error on the model's text) is False;
+    :func:`grade_checked` also says why. Raises only :data:`PROGRAMMING_ERRORS` (bugs, not answers)."""
+    return grade_checked(solution_str, ground_truth, timeout_s)[0]
+
+
+def grade_checked(
+    solution_str: Any, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> tuple[bool, str | None]:
+    """:func:`grade` and the reason a check could not decide: ``(correct, None)``, or ``(False,
+    reason)`` with reason one of FAILURE_REASONS (``error`` also for an exception on the model's
+    text). The reward manager counts these in ``arise/grader_errors``."""
     try:
         if isinstance(solution_str, (bytes, bytearray)):
             solution_str = bytes(solution_str[-MAX_RESPONSE_CHARS * 4 :]).decode("utf-8", errors="replace")
         if not isinstance(solution_str, str):
-            return False
+            return False, None
         text = solution_str[-MAX_RESPONSE_CHARS:] if len(solution_str) > MAX_RESPONSE_CHARS else solution_str
         text = _strip_skill_echo(text)
         pred = extract_boxed(text)
         if pred is None:
-            return False
+            return False, None
         pred = pred.strip()
         if not pred:
-            return False
+            return False, None
         timeout_s = float(timeout_s)
         if not (timeout_s > 0):
             timeout_s = DEFAULT_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
+        reason = None
         for gt in _gold_strings(ground_truth):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
-            if _grade_one(pred, gt, remaining):
-                return True
-        return False
-    except Exception:
-        return False
+                return False, reason or "timeout"
+            try:
+                if _grade_one(pred, gt, remaining):
+                    return True, None
+            except Undecided as e:  # another gold answer may still match
+                reason = str(e)
+        return False, reason
+    except PROGRAMMING_ERRORS:
+        raise
+    except Exception:  # e.g. ValueError/OverflowError/RecursionError parsing the model's answer
+        return False, "error"
 
 
 def grade_many(

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import logging
 import os
 import queue
 import threading
@@ -70,7 +71,10 @@ from typing import Any
 
 from recipe.arise.core.grader_answer import _mv_equal
 
-__all__ = ["FAILURE_REASONS", "STARTUP_GRACE_S", "WorkerPool"]
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+__all__ = ["FAILURE_REASONS", "STARTUP_GRACE_S", "WorkerPool", "set_exit_hook"]
 
 STARTUP_GRACE_S = 30.0  # a pool's first calls may also wait this long for the workers to start
 _STOP_WAIT_S = 10.0  # shutdown_grader() waits at most this long for pebble to stop the workers
@@ -101,8 +105,6 @@ def _worker_init() -> None:  # pragma: no cover - runs once in each new worker p
     """Warm math-verify's imports and sympy's lazy caches before the first task; never raises
     (pebble ends a worker whose initializer fails)."""
     try:
-        import logging
-
         logging.disable(logging.CRITICAL)
         _mv_equal("\\frac{1}{2}", "0.5", None)
     except Exception:
@@ -156,15 +158,20 @@ def _stop_pool(pool) -> threading.Thread:
 
 
 _EXIT_HOOK = False
+_EXIT_FN: list[Any] = []  # what stops the grader at interpreter exit (set by the grader: it imports this module)
 _LOGGED: set[str] = set()
+
+
+def set_exit_hook(fn) -> None:
+    """Run ``fn`` at interpreter exit, registered when the first worker pool starts (after pebble's own
+    atexit hook, so ``fn`` runs first: atexit is LIFO)."""
+    _EXIT_FN[:] = [fn]
 
 
 def _log_once(msg: str) -> None:
     if msg not in _LOGGED:
         _LOGGED.add(msg)
-        import logging
-
-        logging.getLogger("recipe.arise.core.grader").warning(msg)  # the grader's one logger
+        logger.warning(msg)
 
 
 class WorkerPool:
@@ -273,10 +280,8 @@ class WorkerPool:
         try:
             from pebble import ProcessPool
 
-            if not _EXIT_HOOK:  # registered after pebble's own atexit hook, so ours runs first (LIFO)
-                from recipe.arise.core.grader import shutdown_grader  # imported here: grader imports this module
-
-                atexit.register(shutdown_grader)
+            if not _EXIT_HOOK and _EXIT_FN:  # registered after pebble's own atexit hook, so ours runs first (LIFO)
+                atexit.register(_EXIT_FN[0])
                 _EXIT_HOOK = True
             if self._ctx is None:
                 self._ctx = _mp_context()

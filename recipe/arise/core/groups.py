@@ -7,9 +7,9 @@
   mixing R=1 and R=2, and how far GRPO's advantages move from the binary reward's;
 - :func:`exact_information_gain`: the paper's exact IG (App. D.3) from trace log-probs.
 
-An *observation* is one training trajectory as the reward manager posts it to the skill pool
-(``recipe.arise.adapters.reward_manager``): a dict with at least ``uid``, ``skill_id``, ``reward``,
-``correct``, ``phase`` and ``control``.
+An *observation* is one training trajectory as the reward manager posts it to the library replica
+(``recipe.arise.adapters.reward_manager``): an :class:`~recipe.arise.core.observation.Observation`
+(:func:`group_contrasts` and :func:`mechanism_metrics` also take a simulation's plain dicts).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from recipe.arise.core.library_entry import Contrast
+from recipe.arise.core.observation import Observation, as_observations
 
 __all__ = [
     "positive_advantage_sessions",
@@ -59,33 +60,33 @@ def choose_summary_groups(
     return [groups[i] for i in order]
 
 
-def by_group(observations: Iterable[dict[str, Any]]) -> OrderedDict[str, list[dict[str, Any]]]:
-    groups: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+def by_group(observations: Iterable[Observation]) -> OrderedDict[str, list[Observation]]:
+    groups: OrderedDict[str, list[Observation]] = OrderedDict()
     for o in observations:
-        groups.setdefault(str(o["uid"]), []).append(o)
+        groups.setdefault(str(o.uid), []).append(o)
     return groups
 
 
-def group_contrasts(observations: Iterable[dict[str, Any]]) -> list[Contrast]:
+def group_contrasts(observations: Iterable[Observation | dict[str, Any]]) -> list[Contrast]:
     """For each Phase II group with a control arm, one :class:`Contrast` per skill used in it.
 
     Each stays one group's comparison: the library averages the groups' own differences
     (:meth:`Contrast.stratum`) instead of pooling counts across groups, which would credit a skill
     with the easiness of the queries it happened to be chosen for (Simpson's paradox)."""
     out = []
-    for members in by_group(observations).values():
-        if not any(o.get("phase") == 2 for o in members):
+    for members in by_group(as_observations(observations)).values():
+        if not any(o.trajectory.phase == 2 for o in members):
             continue
-        base = [o for o in members if o.get("control")]
+        base = [o for o in members if o.trajectory.control]
         if not base:
             continue
-        base_successes = sum(bool(o["correct"]) for o in base)
-        per_skill: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        base_successes = sum(bool(o.correct) for o in base)
+        per_skill: OrderedDict[str, list[Observation]] = OrderedDict()
         for o in members:
-            if o.get("skill_id"):
-                per_skill.setdefault(o["skill_id"], []).append(o)
+            if o.trajectory.skill_id:
+                per_skill.setdefault(o.trajectory.skill_id, []).append(o)
         for skill_id, used in per_skill.items():
-            out.append(Contrast(skill_id, len(used), sum(bool(o["correct"]) for o in used), len(base), base_successes))
+            out.append(Contrast(skill_id, len(used), sum(bool(o.correct) for o in used), len(base), base_successes))
     return out
 
 
@@ -100,7 +101,9 @@ def grpo_advantages(rewards: Sequence[float], norm_by_std: bool = True, epsilon:
     return centred / (r.std(ddof=1) + epsilon) if norm_by_std else centred
 
 
-def mechanism_metrics(observations: Sequence[dict[str, Any]], norm_by_std: bool = True) -> dict[str, float]:
+def mechanism_metrics(
+    observations: Sequence[Observation | dict[str, Any]], norm_by_std: bool = True
+) -> dict[str, float]:
     """Step metrics that say whether the hierarchical reward is alive.
 
     ``frac_reward_{0,1,2}``: fractions of trajectories with R = 0, 1, 2; ``mixed_group_rate``:
@@ -112,15 +115,17 @@ def mechanism_metrics(observations: Sequence[dict[str, Any]], norm_by_std: bool 
     control-arm trajectories, the weighted mean of each Phase II group's own difference (groups
     holding both; the library's estimator, :meth:`Contrast.stratum`, with all skills as one arm).
     """
+    observations = as_observations(observations)
     n = len(observations)
-    rewards = [float(o["reward"]) for o in observations]
+    rewards = [float(o.reward) for o in observations]
     m = {f"frac_reward_{k}": (sum(abs(r - k) < 1e-9 for r in rewards) / n if n else 0.0) for k in (0, 1, 2)}
-    phase2 = [members for members in by_group(observations).values() if any(o.get("phase") == 2 for o in members)]
+    groups = by_group(observations).values()
+    phase2 = [members for members in groups if any(o.trajectory.phase == 2 for o in members)]
     mixed, shifts, gaps = 0, [], []
     weight = weighted_diff = 0.0
     for members in phase2:
-        r = [float(o["reward"]) for o in members]
-        binary = [float(bool(o["correct"])) for o in members]
+        r = [float(o.reward) for o in members]
+        binary = [float(bool(o.correct)) for o in members]
         a_hier = grpo_advantages(r, norm_by_std)
         shifts.extend(np.abs(a_hier - grpo_advantages(binary, norm_by_std)).tolist())
         levels = {round(x) for x in r}
@@ -129,14 +134,14 @@ def mechanism_metrics(observations: Sequence[dict[str, Any]], norm_by_std: bool 
             a2 = [a for a, x in zip(a_hier, r, strict=True) if round(x) == 2]
             a1 = [a for a, x in zip(a_hier, r, strict=True) if round(x) == 1]
             gaps.append(float(np.mean(a2) - np.mean(a1)))
-        control = [o for o in members if o.get("control")]
-        aided = [o for o in members if o.get("skill_id")]
+        control = [o for o in members if o.trajectory.control]
+        aided = [o for o in members if o.trajectory.skill_id]
         stratum = Contrast(
             "",
             len(aided),
-            sum(bool(o["correct"]) for o in aided),
+            sum(bool(o.correct) for o in aided),
             len(control),
-            sum(bool(o["correct"]) for o in control),
+            sum(bool(o.correct) for o in control),
         ).stratum()
         if stratum is not None:  # the group holds both arms
             weight += stratum[0]

@@ -172,13 +172,13 @@ class SkillLibrary:
         """Take ``settings`` (a run's ``arise.library.*``) over the ones the library was saved with.
 
         Returns the changes (:meth:`settings_diff`) and what the new capacities moved
-        (:meth:`_fit_capacities`). ``step`` (default: the library's last step) is the step the
+        (:meth:`fit_capacities`). ``step`` (default: the library's last step) is the step the
         trial protection is judged at."""
         changes = self.settings_diff(**settings)
         self._apply_settings(self._resolve_settings(settings))
-        return changes, self._fit_capacities(int(self.last_step or 0) if step is None else int(step))
+        return changes, self.fit_capacities(int(self.last_step or 0) if step is None else int(step))
 
-    def _fit_capacities(self, step: int) -> StepEvents:
+    def fit_capacities(self, step: int) -> StepEvents:
         """Outside a step, fit the tiers to C_c and C_r: the excess cache entries are evicted to the
         reservoir by the configured ranking (as EVICT does, protected entries last), then excess
         reservoir entries dropped (as the overflow rule does). The moves are also reported in the

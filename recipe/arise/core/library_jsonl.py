@@ -258,7 +258,7 @@ def library_from_jsonl(path: str | os.PathLike, step: int | None = None, **setti
             lib.next_id += 1
         (lib.reservoir if tier == "reservoir" else lib.cache).append(entry)
     ref = max((max(e.created_step, e.updated_step) for _, _, e in pending), default=0) if step is None else step
-    return lib, lib._fit_capacities(int(ref))
+    return lib, lib.fit_capacities(int(ref))
 
 
 def load_library_file(

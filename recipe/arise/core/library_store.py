@@ -17,14 +17,14 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from .library_entry import TIERS, Provenance, SkillEntry
 from .skill import SkillDoc
 from .store import write_table_atomic
 
-if TYPE_CHECKING:  # the library imports this module, not the other way round
-    from .library import SkillLibrary
+# a SkillLibrary: the library imports this module, so this one names it only in words (no import cycle)
+Library = TypeVar("Library")
 
 __all__ = [
     "FORMAT_VERSION",
@@ -51,6 +51,7 @@ FORMAT_VERSION = 5
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
 _META_KEY = b"arise_skill_library"
 logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 
 class LibraryFormatError(ValueError):
@@ -105,7 +106,7 @@ _COLUMNS_OF_VERSION = {1: 14, 2: 25, 3: 29, 4: 29, 5: 31}
 
 
 # ------------------------------------------------------------------ library <-> records
-def library_config(lib: SkillLibrary) -> dict[str, Any]:
+def library_config(lib: Any) -> dict[str, Any]:
     """The file metadata: the format version, the settings and the library-wide counters."""
     return {
         "format_version": FORMAT_VERSION,
@@ -118,7 +119,7 @@ def library_config(lib: SkillLibrary) -> dict[str, Any]:
     }
 
 
-def library_records(lib: SkillLibrary) -> list[dict[str, Any]]:
+def library_records(lib: Any) -> list[dict[str, Any]]:
     """One flat record (a parquet row) per entry, cache first then reservoir, with its position."""
     rows = []
     for tier, entries in (("cache", lib.cache), ("reservoir", lib.reservoir)):
@@ -162,12 +163,12 @@ def library_records(lib: SkillLibrary) -> list[dict[str, Any]]:
 
 
 def library_from_records(
-    cls: type[SkillLibrary],
+    cls: type[Library],
     records: Sequence[dict[str, Any]],
     config: dict[str, Any] | None = None,
     *,
     source: str = "<records>",
-) -> SkillLibrary:
+) -> Library:
     """A ``cls`` library from :func:`library_records` and :func:`library_config` (validated)."""
     cfg = dict(config or {})
     version = cfg.get("format_version", FORMAT_VERSION)
@@ -229,7 +230,7 @@ def library_from_records(
 
 
 # ------------------------------------------------------------------ the parquet file
-def save_library(lib: SkillLibrary, path: str | os.PathLike) -> Path:
+def save_library(lib: Any, path: str | os.PathLike) -> Path:
     """Atomically write the library as parquet (temp file + fsync + os.replace + dir fsync)."""
     import pyarrow as pa
 
@@ -238,7 +239,7 @@ def save_library(lib: SkillLibrary, path: str | os.PathLike) -> Path:
     return write_table_atomic(table, Path(path))
 
 
-def load_library(cls: type[SkillLibrary], path: str | os.PathLike) -> SkillLibrary:
+def load_library(cls: type[Library], path: str | os.PathLike) -> Library:
     """Read a library file of any readable format version; every problem is a :class:`LibraryFormatError`."""
     import pyarrow as pa
     import pyarrow.parquet as pq

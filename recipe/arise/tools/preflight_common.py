@@ -80,3 +80,14 @@ def select(cfg, key, default=None):
     from omegaconf import OmegaConf
 
     return OmegaConf.select(cfg, key, default=default)
+
+
+def listed_files(value) -> list[str]:
+    """A data-files setting (one path or a list of them) as a list of strings."""
+    from omegaconf import ListConfig
+
+    if value is None:
+        return []
+    if isinstance(value, list | tuple | ListConfig):
+        return [str(v) for v in value]
+    return [str(value)]

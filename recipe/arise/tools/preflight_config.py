@@ -22,6 +22,7 @@ from recipe.arise.tools.preflight_common import (
     TINY_PLACEHOLDER,
     VERL_DEFAULT_ATTENTION,
     Finding,
+    listed_files,
     select,
 )
 from recipe.arise.tools.preflight_data import check_data_rows
@@ -135,16 +136,6 @@ def length_budget(cfg) -> dict[str, int]:
 
 def _is_local_path(path: str) -> bool:
     return "://" not in path
-
-
-def _files(value) -> list[str]:
-    from omegaconf import ListConfig
-
-    if value is None:
-        return []
-    if isinstance(value, list | tuple | ListConfig):
-        return [str(v) for v in value]
-    return [str(value)]
 
 
 def _load_extern(path: str, name: str) -> str:
@@ -399,7 +390,7 @@ def check_data_paths(cfg) -> list[Finding]:
     missing = [
         f
         for key in ("data.train_files", "data.val_files")
-        for f in _files(select(cfg, key))
+        for f in listed_files(select(cfg, key))
         if _is_local_path(f) and not os.path.exists(f)
     ]
     built_at_launch = [f for f in missing if f.startswith(TINY_PLACEHOLDER + "/")]

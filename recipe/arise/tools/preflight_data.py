@@ -11,15 +11,13 @@ import os
 from pathlib import Path
 
 from recipe.arise.data_prep.schema import describe_faults, file_row_faults
-from recipe.arise.tools.preflight_common import Finding, select
+from recipe.arise.tools.preflight_common import Finding, listed_files, select
 
 FIX = "rebuild the file with data_prep (it skips such rows, docs/data.md), or remove the rows"
 
 
 def _files(cfg) -> list[str]:
-    from recipe.arise.tools.preflight_config import _files as listed
-
-    files = [f for key in ("data.train_files", "data.val_files") for f in listed(select(cfg, key))]
+    files = [f for key in ("data.train_files", "data.val_files") for f in listed_files(select(cfg, key))]
     return list(dict.fromkeys(f for f in files if "://" not in f and os.path.isfile(f)))  # missing: check_data_paths
 
 
