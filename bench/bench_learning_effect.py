@@ -22,6 +22,12 @@ for GRPO without one: the way each method is deployed (docs/learning_effect.md, 
 
     python bench/bench_learning_effect.py --quick        # 1 seed, arise + grpo, a few steps (smoke)
     python bench/bench_learning_effect.py                # 3 seeds of arise and grpo, 1 of each ablation
+    python bench/bench_learning_effect.py --tool         # the tool world: arise and grpo with TOOL=python
+
+``--tool``: the tool world (recipe/arise/cpu/tool_world.py), each family's rule a Python expression
+the tiny model gets right only by running it: both arms use the tool agent (``TOOL=python``: verl's
+ToolAgentLoop, the sandboxed python tool; ARISE's skill layer on it for the ARISE arm); the curves go
+to ``<out>/learning_effect_tool.png`` and the last line reads ``ARISE - GRPO final accuracy (tool): ...``.
 
 A launch costs 2-4.5 min on a quiet 2-core machine (start-up ~1.5 min; GRPO ~135 s, ARISE ~205-265 s
 for 24 steps), so the default bench (9 launches) takes ~30 min; more when other jobs share the cores.
@@ -59,10 +65,14 @@ ARMS = {
 ABLATIONS = ("no_summary", "random_selection", "binary_reward")
 
 
-def world_assets(families: int, sft_steps: int) -> Path:
+def world_assets(families: int, sft_steps: int | None, tool: bool = False) -> Path:
+    if tool:
+        from recipe.arise.cpu.tool_world import cached_world
+
+        return cached_world(n_families=families, **({} if sft_steps is None else {"sft_steps": sft_steps}))
     from recipe.arise.cpu.world import cached_world
 
-    return cached_world(n_families=families, sft_steps=sft_steps)
+    return cached_world(n_families=families, sft_steps=600 if sft_steps is None else sft_steps)
 
 
 def launch(arm: str, seed: int, out: Path, assets: Path, args) -> Path:
@@ -84,6 +94,7 @@ def launch(arm: str, seed: int, out: Path, assets: Path, args) -> Path:
         "BATCH": str(args.batch),
         "GROUP": str(args.group),
         "LR": str(args.lr),
+        "TOOL": "python" if args.tool else "",  # the same tool agent path for every arm
     }
     cmd = [
         "flock",
@@ -169,7 +180,7 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def plot(curves: dict[str, list[dict[int, float]]], path: Path, threshold: float) -> None:
+def plot(curves: dict[str, list[dict[int, float]]], path: Path, threshold: float, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,7 +199,7 @@ def plot(curves: dict[str, list[dict[int, float]]], path: Path, threshold: float
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out accuracy (all families)")
     ax.set_ylim(0, 1)
-    ax.set_title("Transfer world: ARISE vs GRPO (band: min-max over seeds)")
+    ax.set_title(f"{title}: ARISE vs GRPO (band: min-max over seeds)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -213,11 +224,15 @@ def main(argv=None) -> int:
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--families", type=int, default=6)
-    parser.add_argument("--sft-steps", type=int, default=600, help="the world's warm start (cached by content)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="the world's warm start (default 600, tool 400)")
     parser.add_argument("--assets", default=None, help="a world built by `python -m recipe.arise.cpu.world DIR`")
+    parser.add_argument("--tool", action="store_true", help="the tool world, both arms with TOOL=python")
     parser.add_argument("--threshold", type=float, default=0.6, help="accuracy for 'steps to threshold'")
-    parser.add_argument("--out", default="outputs/bench_learning_effect")
+    parser.add_argument("--out", default=None, help="default outputs/bench_learning_effect[_tool]")
     args = parser.parse_args(argv)
+    args.out = args.out or "outputs/bench_learning_effect" + ("_tool" if args.tool else "")
+    if args.tool:  # the tool world's question is ARISE against GRPO, both through the tool
+        args.arms = args.arms or ["arise", "grpo"]
     if args.quick:
         args.seeds, args.steps, args.eval_every = args.seeds[:1], 4, 2
         args.arms = args.arms or ["arise", "grpo"]
@@ -226,7 +241,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     started = time.time()
-    assets = Path(args.assets).resolve() if args.assets else world_assets(args.families, args.sft_steps)
+    assets = Path(args.assets).resolve() if args.assets else world_assets(args.families, args.sft_steps, args.tool)
     families = json.loads((assets / "world.json").read_text())["families"]
     print(f"[bench] world {assets}: families {families}", flush=True)
     curves: dict[str, list[dict[int, float]]] = {}
@@ -277,8 +292,8 @@ def main(argv=None) -> int:
     for arm, runs in curves.items():
         steps = sorted(set.intersection(*(set(c) for c in runs)))
         lines.append(f"  {arm:17s} " + "  ".join(f"{s}:{statistics.fmean(c[s] for c in runs):.2f}" for s in steps))
-    png = out / "learning_effect.png"
-    plot(curves, png, args.threshold)
+    png = out / ("learning_effect_tool.png" if args.tool else "learning_effect.png")
+    plot(curves, png, args.threshold, "Tool world (python)" if args.tool else "Transfer world")
     paired = [finals["arise"][s] - finals["grpo"][s] for s in finals.get("arise", {}) if s in finals.get("grpo", {})]
     (out / "results.json").write_text(
         json.dumps({"args": vars(args), "families": families, "curves": curves, "paired_final_diff": paired}, indent=1)
@@ -290,7 +305,8 @@ def main(argv=None) -> int:
     )
     if paired:
         diff, sd = mean_sd(paired)
-        print(f"ARISE - GRPO final accuracy: {diff:+.3f} ± {sd:.3f} over {len(paired)} seeds")
+        label = " (tool)" if args.tool else ""
+        print(f"ARISE - GRPO final accuracy{label}: {diff:+.3f} ± {sd:.3f} over {len(paired)} seeds")
     return 0
 
 
