@@ -59,6 +59,8 @@ HOW = {
     "TOOL=python MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 CKPT=checkpoints/arise_qwen3_4b/arise_tool/global_step_2000 "
     "bash run_scripts/eval_arise.sh": "print",
     "TOOL=python PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": "ci",
+    ".venv/bin/python bench/bench_learning_effect.py --tool --steps 12": "elsewhere: six trainer launches "
+    "(~30 min); --quick is its smoke check, and the world's warm start is tested in tests/adapters/test_tool_world.py",
     # README: evaluation, inspection, reports
     "MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 CKPT=checkpoints/arise_qwen3_4b/arise/global_step_2000 "
     "bash run_scripts/eval_arise.sh": "print",
