@@ -44,7 +44,9 @@ def bwrap_argv(bwrap: str, workdir: str, as_root: bool) -> list[str]:
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    made: set[str] = set()
+    # /tmp first: an interpreter under /tmp (a venv in a clone there) is bound on top of the tmpfs
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/tmp"]
+    made: set[str] = {"/tmp"}
     for root in python_roots():
         if root.startswith("/usr/"):
             continue
@@ -56,7 +58,6 @@ def bwrap_argv(bwrap: str, workdir: str, as_root: bool) -> list[str]:
                 made.add(parent)
                 argv += ["--perms", "0755", "--dir", parent]
         argv += ["--ro-bind", root, root]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/tmp"]
     argv += ["--bind", workdir, "/sandbox", "--chdir", "/sandbox"]
     argv += ["--setenv", "HOME", "/sandbox", "--setenv", "TMPDIR", "/tmp"]
     return argv
