@@ -51,8 +51,10 @@ if str(ROOT) not in sys.path:
 from recipe.arise.core.groups import choose_summary_groups, group_contrasts  # noqa: E402
 from recipe.arise.core.library import SkillLibrary  # noqa: E402
 from recipe.arise.core.library_entry import Provenance  # noqa: E402
+from recipe.arise.core.observation import Observation  # noqa: E402
 from recipe.arise.core.reward import hierarchical_reward  # noqa: E402
 from recipe.arise.core.skill import PROBLEM_TYPES, SkillDoc, fallback_skill, load_seed_skills  # noqa: E402
+from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
 
 CADENCES = (-1, 8, 2, 1)  # arise.summary.max_per_step (-1 = every group with tau+, Alg. 1)
 SEED_PROTECTION = (8, 0)  # arise.library.seed_trial_uses
@@ -151,7 +153,7 @@ def _softmax_rows(scores: np.ndarray) -> np.ndarray:
 
 
 def _phase2_groups(lib, b, rng, cfg, tr, step):
-    """Selection, rollouts and rewards of one Phase II step: observation dicts, group records, stats."""
+    """Selection, rollouts and rewards of one Phase II step: observations, group records, stats."""
     ids = lib.cache_ids()
     n, shape = len(ids), (cfg.groups, cfg.group_size)
     deltas = np.array([tr.quality[s] for s in ids])
@@ -172,17 +174,8 @@ def _phase2_groups(lib, b, rng, cfg, tr, step):
     for g in range(cfg.groups):
         uid = f"{step}-{g}"
         for i in range(cfg.group_size):
-            sid = ids[skill[g, i]] if aided[g, i] else None
-            observations.append(
-                {
-                    "uid": uid,
-                    "skill_id": sid,
-                    "reward": float(rewards[g, i]),
-                    "correct": bool(correct[g, i]),
-                    "phase": 2,
-                    "control": i < cfg.control,
-                }
-            )
+            record = TrajectoryInfo(phase=2, skill_id=ids[skill[g, i]] if aided[g, i] else "", control=i < cfg.control)
+            observations.append(Observation(uid, float(rewards[g, i]), bool(correct[g, i]), record, step=step))
         groups.append({"uid": uid, "rewards": rewards[g].tolist()})
     for k, c in zip(*np.unique(skill[aided], return_counts=True), strict=True):
         tr.uses[ids[k]] = tr.uses.get(ids[k], 0) + int(c)
@@ -231,7 +224,8 @@ def simulate(cfg: SimConfig) -> dict[str, float]:
         if phase == 1:
             rewards = np.where(rng.random((cfg.groups, cfg.group_size)) < b[:, None], R_PLAIN, R_WRONG)
             groups = [{"uid": f"{t}-{g}", "rewards": rewards[g].tolist()} for g in range(cfg.groups)]
-            observations = [{"reward": r} for r in rewards.ravel().tolist()]
+            # Phase I: no skill, no contrast; the library's step reads only the rewards
+            global_rewards = rewards.ravel().tolist()
             used, contrasts = [], []
         else:
             observations, groups, st = _phase2_groups(lib, b, rng, cfg, tr, t)
@@ -239,7 +233,8 @@ def simulate(cfg: SimConfig) -> dict[str, float]:
             skill_n, skill_s = skill_n + st["skill_n"], skill_s + st["skill_s"]
             base_n, base_s = base_n + st["base_n"], base_s + st["base_s"]
             quality_used += st["quality_used"]
-            used = [(o["skill_id"], o["reward"]) for o in observations if o["skill_id"]]
+            used = [(o.trajectory.skill_id, o.reward) for o in observations if o.trajectory.skill_id]
+            global_rewards = [o.reward for o in observations]
             contrasts = group_contrasts(observations)
         # tau+ is non-empty exactly when the group's rewards are not all equal (positive_advantage_sessions)
         with_tau = []
@@ -251,7 +246,7 @@ def simulate(cfg: SimConfig) -> dict[str, float]:
         tau_groups[phase] += len(with_tau)
         chosen = choose_summary_groups(with_tau, cfg.max_per_step, cfg.choose, rng)
         items, qualities = _summaries(chosen, lib, t, rng, cfg, counter)
-        ev = lib.step(used, items, t, global_rewards=[o["reward"] for o in observations], contrasts=contrasts)
+        ev = lib.step(used, items, t, global_rewards=global_rewards, contrasts=contrasts)
         if len(ev.added) != len(qualities):
             raise AssertionError("a generated document was taken for a duplicate")
         for sid, q in zip(ev.added, qualities, strict=True):

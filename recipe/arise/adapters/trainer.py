@@ -38,7 +38,6 @@ from uuid import uuid4
 
 import numpy as np
 import ray
-import transfer_queue as tq
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -49,7 +48,7 @@ from recipe.arise.adapters.python_tool import tool_step_metrics
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
-from recipe.arise.adapters.trainer_upload import UploadMixin
+from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import GATE_FILE
 from recipe.arise.core.groups import choose_summary_groups, group_contrasts, positive_advantage_sessions
@@ -90,7 +89,11 @@ class _RecordingSampler:
 
 @register_trainer("arise")
 class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
-    """v1 sync trainer + ARISE. ``trainer_mode`` reads "sync" so verl keeps its sync semantics."""
+    """v1 sync trainer + ARISE. ``trainer_mode`` reads "sync" so verl keeps its sync semantics.
+
+    The host of its mixins: it provides what :class:`~recipe.arise.adapters.trainer_gate.GateHost`
+    and :class:`~recipe.arise.adapters.trainer_upload.UploadHost` declare, and calls ``_init_gate``
+    in ``__init__`` (tests/adapters/test_trainer_interfaces.py)."""
 
     @property
     def trainer_mode(self) -> str:
@@ -325,22 +328,17 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
 
     def _extra_fields(self, batch) -> list:
         """Each trajectory's extra fields in the batch the actor trained on."""
-        keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
-        if not keys:
-            return []
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        return as_list(data["extra_fields"])
+        data = batch_fields(batch, ["extra_fields"])
+        return [] if data is None else as_list(data["extra_fields"])
 
     def _skill_tokens_in_loss(self, batch) -> float:
         """train_manager: the response tokens with mask 1 inside the skill lines (the first
         ``arise_skill_tokens`` tokens of a response that opens with one) of the batch the actor
         trained on; verl's policy loss masks with ``response_mask`` (its ``loss_mask``). 0 means
         the Manager got no gradient this step."""
-        keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
-        if not keys:
+        data = batch_fields(batch, ["response_mask", "extra_fields"])
+        if data is None:
             return 0.0
-        fields = ["response_mask", "extra_fields"]
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         masks = data["response_mask"].to_padded_tensor(padding=0)
         total = 0
         for row, extra in enumerate(as_list(data["extra_fields"])):
@@ -376,9 +374,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             state.summary.add(stats)
             ig = self.arise.ig
             if ig.every_n_steps and step % ig.every_n_steps == 0 and ig_groups and not state.ig:
-                counts: dict[str, int] = {}
-                state.ig = self._exact_ig(ig_groups, step, counts)
-                state.ig_skipped += counts.get("ig_skipped", 0)
+                state.ig, skipped = self._exact_ig(ig_groups, step)
+                state.ig_skipped += skipped
             state.summary_s += time.perf_counter() - started
 
     def _arise_maintain(self) -> None:
@@ -409,7 +406,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             maintenance_s = time.perf_counter() - started
         norm = bool(self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
         self._arise_metrics = step_metrics(self.library, phase, observations, events, state, maintenance_s, norm)
-        self._arise_metrics.update(self._gate_metrics(phase, sigma_used, observations))
+        pass_rate = self._arise_metrics["arise/gate_pass_rate"]
+        self._arise_metrics.update(self._gate_metrics(phase, sigma_used, observations, pass_rate))
 
     # the calibrated gate (trainer_gate.GateMixin) restores sigma from beside the restored library
     def _gate_file(self) -> str | None:

@@ -3,7 +3,9 @@
 A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`: sigma from the score vectors of the
 last ``calibration_window`` Phase II groups (``calibration=window``) or from the recent training
 queries scored against each new cache (``calibration=rescore``), published with the cache and saved
-beside the library (``recipe.arise.core.calibration``, docs/design.md).
+beside the library (``recipe.arise.core.calibration``, docs/design.md). What it reads of the trainer
+it is mixed into is declared in :class:`GateHost`; its own state is declared on :class:`GateMixin`
+(tests/adapters/test_trainer_interfaces.py checks both).
 """
 
 from __future__ import annotations
@@ -13,13 +15,19 @@ import json
 import logging
 import os
 import time
+from typing import TYPE_CHECKING, Any, Protocol
 
 from recipe.arise.adapters.scoring_requests import SCORING_PARAMS
+from recipe.arise.adapters.trainer_metrics import needs_set_up, set_by
 from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.scoring import score_queries
 from recipe.arise.core.selection import top_m_candidates
 from recipe.arise.core.store import atomic_write
+
+if TYPE_CHECKING:
+    from recipe.arise.core.arise_config import ARISEConfig
+    from recipe.arise.core.library import SkillLibrary
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -59,8 +67,34 @@ def gate_outcomes(observations: list[Observation]) -> list[float]:
     return [sum(v) / len(v) for v in passed.values()]
 
 
+class GateHost(Protocol):
+    """What :class:`GateMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISETrainer`),
+    who sets each and when."""
+
+    arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__
+    config: Any  # verl's trainer config: PPOTrainer.__init__
+    tokenizer: Any  # PPOTrainer.__init__ (the actor's model config)
+    global_steps: int  # PPOTrainer: 0, then the resumed step (its _load_checkpoint, before _restore_gate)
+    # ARISETrainer._load_checkpoint (None before it, and with arise.enable=false)
+    library: SkillLibrary | None
+
+    def _gate_file(self) -> str | None:
+        """ARISETrainer: where a restored library's sigma lies (None: nothing restored)."""
+
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """UploadMixin: one request per prompt on the rollout servers."""
+
+
 class GateMixin:
-    """The trainer's gate: ``_gate`` (a :class:`GateCalibrator`) and the queries it rescores."""
+    """The trainer's gate: ``_gate`` (a :class:`GateCalibrator`) and the queries it rescores.
+
+    Its host (:class:`GateHost`) calls :meth:`_init_gate` in its ``__init__`` (a read of the state
+    before raises :class:`~recipe.arise.adapters.trainer_metrics.SetUpError`), :meth:`_restore_gate`
+    once its library is in place, and :meth:`_calibrate_gate_on_queries` only with a library."""
+
+    _gate: GateCalibrator = set_by("GateMixin._init_gate()")
+    # the most recent training queries (key: their messages), scored against each new cache
+    _gate_queries: collections.OrderedDict[str, list] = set_by("GateMixin._init_gate()")
 
     def _init_gate(self) -> None:
         sel = self.arise.selection
@@ -71,8 +105,7 @@ class GateMixin:
             initial=sel.initial_temperature,
             fixed=None if sel.auto_temperature else float(sel.temperature),
         )
-        # the most recent training queries (key: their messages), scored against each new cache
-        self._gate_queries: collections.OrderedDict[str, list] = collections.OrderedDict()
+        self._gate_queries = collections.OrderedDict()
 
     def _gate_calibrates(self) -> bool:
         return self.arise.selection.calibrates_gate
@@ -141,7 +174,7 @@ class GateMixin:
         them (with calibration=rescore they replace the window: older vectors saw another cache)."""
         sel = self.arise.selection
         queries = list(self._gate_queries.values())
-        cache = list(self.library.cache)
+        cache = list(needs_set_up(self.library, "library", "ARISETrainer._load_checkpoint()").cache)
         if not queries:
             logger.warning(
                 f"ARISE: no training queries to calibrate the gate on at step {step} (the observations carry "
@@ -176,10 +209,13 @@ class GateMixin:
             f"({time.perf_counter() - started:.1f}s): sigma={sigma:.4g}"
         )
 
-    def _gate_metrics(self, phase: int, sigma_used: float, observations: list[Observation]) -> dict[str, float]:
+    def _gate_metrics(
+        self, phase: int, sigma_used: float, observations: list[Observation], gate_pass_rate: float
+    ) -> dict[str, float]:
         """arise/sigma: the sigma this step's selection used; with auto the target and the window;
         in Phase II the pass rate over the last calibration_window queries (the rate the target is
-        judged on). A fixed sigma that keeps the gate (almost) always shut or open is warned about."""
+        judged on). A fixed sigma that keeps the gate (almost) always shut or open (the step's
+        ``gate_pass_rate``, arise/gate_pass_rate) is warned about."""
         m = {"arise/sigma": float(sigma_used)}
         if self._gate_calibrates():
             m["arise/gate_target"] = self._gate.target
@@ -187,7 +223,7 @@ class GateMixin:
         if phase == 2 and self.arise.selection.use_gate and any(o.scored for o in observations):
             m["arise/gate_pass_rate_recent"] = self._gate.observe(gate_outcomes(observations))
             m["arise/gate_recent_queries"] = float(len(self._gate.recent))
-            warning = self._gate.watch(self._arise_metrics["arise/gate_pass_rate"])
+            warning = self._gate.watch(gate_pass_rate)
             if warning:
                 logger.warning(warning)
         return m

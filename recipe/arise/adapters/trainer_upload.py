@@ -4,7 +4,9 @@ A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`, run per sampled
 rollout replicas are awake: each query group's tau+ traces read from the transfer queue, the summary
 rollouts of the chosen groups (or those the reward workers streamed, ``arise.summary.stream``) on
 the rollout servers, and every ``arise.ig.every_n_steps`` the paper's exact IG (App. D.3) of the
-cache skills.
+cache skills. What it reads of the trainer it is mixed into is declared in :class:`UploadHost`
+(tests/adapters/test_trainer_interfaces.py checks it). :func:`batch_fields` is the trainer's one
+reader of a sampled batch's fields.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
 import numpy as np
@@ -21,6 +23,7 @@ import ray
 import transfer_queue as tq
 
 from recipe.arise.adapters.scoring_requests import SCORING_PARAMS, engine_params
+from recipe.arise.adapters.trainer_metrics import StepState, needs_set_up
 from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
 from recipe.arise.core.prompts import inject_skill
 from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
@@ -29,26 +32,55 @@ from recipe.arise.core.summary import chat_ids, summary_prompt_ids, summary_samp
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
 from recipe.arise.core.transcript import trace_transcript
 
+if TYPE_CHECKING:
+    from recipe.arise.core.arise_config import ARISEConfig
+    from recipe.arise.core.library import SkillLibrary
+
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 
+def batch_fields(batch, fields: list[str]) -> dict[str, Any] | None:
+    """``fields`` of the rows of a sampled batch (verl's ``keys``/``tags``/``partition_id``) that are
+    not padding, from the transfer queue; None when every row is padding."""
+    keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+    if not keys:
+        return None
+    return tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+
+
+class UploadHost(Protocol):
+    """What :class:`UploadMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISETrainer`),
+    who sets each and when."""
+
+    arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__
+    config: Any  # verl's trainer config: PPOTrainer.__init__
+    tokenizer: Any  # PPOTrainer.__init__ (the actor's model config)
+    # ARISETrainer._load_checkpoint (None before it, and with arise.enable=false)
+    library: SkillLibrary | None
+    library_replica: Any  # ARISETrainer._load_checkpoint: the library replica actor (None before)
+    _step_state: StepState  # ARISETrainer.__init__; a fresh one each global step (_arise_maintain)
+
+    def get_llm_client(self) -> Any:
+        """verl's PPOTrainer: the client of the rollout servers."""
+
+
 class UploadMixin:
-    """The trainer's summary rollouts and exact IG (``self.library``, ``self.library_replica``, ``self.arise``)."""
+    """The trainer's summary rollouts and exact IG. The summaries and the exact IG need the library
+    (and streaming its replica): they run only after the host's ``_load_checkpoint`` built them; a
+    call before raises :class:`~recipe.arise.adapters.trainer_metrics.SetUpError`."""
 
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
         """Each query group with tau+ non-empty or a correct unaided trace: question, messages, success
         rate, its tau+ traces best reward first (text, reward, token ids; a multi-turn trace's text is
         its transcript, with ``tool_turns``; empty for a group without tau+, which only the exact IG
         uses) and its correct unaided traces (``unaided``)."""
-        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
-        if not keep:
-            return []
-        keys = [batch.keys[i] for i in keep]
         # verl's TQ agent loop stores AgentLoopOutput.extra_fields (the arise_* keys) as one field
         fields = ["uid", "responses", "response_mask", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
+        data = batch_fields(batch, fields)
+        if data is None:
+            return []
         train_manager = self.arise.selection.train_manager
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         lengths = data["responses"].offsets().diff().tolist()  # jagged: each row's own length
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
         # 0 = the tool results a multi-turn agent loop appended; absent: every token is the policy's
@@ -156,13 +188,14 @@ class UploadMixin:
         deadline = time.perf_counter() + cfg.timeout_s
         delivered: list[dict[str, Any]] = []
         waited = time.perf_counter()
+        replica = needs_set_up(self.library_replica, "library_replica", "ARISETrainer._load_checkpoint()")
         while True:
-            claimed, new = ray.get(self.library_replica.stream_collect.remote())
+            claimed, new = ray.get(replica.stream_collect.remote())
             delivered += new
             if len(delivered) >= claimed or time.perf_counter() > deadline:
                 break
             time.sleep(0.01)
-        ray.get(self.library_replica.stream_end.remote())
+        ray.get(replica.stream_end.remote())
         self._step_state.summary_wait_s += time.perf_counter() - waited
         self._step_state.summary_streamed += len(delivered)
         groups = [r["group"] for r in delivered]
@@ -179,7 +212,7 @@ class UploadMixin:
         stats["failed"] += max(0, missing)
         return new_skills, stats
 
-    def _exact_ig(self, groups: list[dict[str, Any]], step: int, counts: dict | None = None) -> dict[str, float]:
+    def _exact_ig(self, groups: list[dict[str, Any]], step: int) -> tuple[dict[str, float], int]:
         """The paper's exact IG (App. D.3) of every cache skill over up to ``ig.max_traces`` correct
         *unaided* traces of this step (one per query group, its best): prompt log-probs of each
         trace with and without the skill, on the rollout engine. Unaided traces only: a trace
@@ -187,7 +220,8 @@ class UploadMixin:
         which would favour the skill that wrote it. The skill goes where the agent loop injects it
         (:meth:`_ig_context`). Stored on the entries (``ig_exact``, ``ig_step``); a diagnostic only,
         so it never stops training: a trace whose log-probs did not come back (no ``prompt_logprobs``,
-        too short, a failed request) is skipped for every skill and counted in ``counts["ig_skipped"]``."""
+        too short, a failed request) is skipped for every skill. Returns the IG per cache skill id and
+        the number of traces skipped (arise/ig_skipped)."""
         cfg = self.arise.ig
         rng = np.random.default_rng([self.arise.seed, step, 7])
         traces = []
@@ -197,9 +231,9 @@ class UploadMixin:
                 traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens or None]))
             if len(traces) >= cfg.max_traces:
                 break
-        cache = list(self.library.cache)
+        cache = list(needs_set_up(self.library, "library", "ARISETrainer._load_checkpoint()").cache)
         if not traces or not cache:
-            return {}
+            return {}, 0
         prompts, spans = [], []
         for skill in [None, *cache]:
             for messages, ids in traces:
@@ -212,19 +246,18 @@ class UploadMixin:
         n = len(traces)
         rows = [sums[k * n : (k + 1) * n] for k in range(len(cache) + 1)]  # the base, then one per skill
         keep = [t for t in range(n) if all(row[t] is not None for row in rows)]
-        if len(keep) < n:
-            logger.warning(f"ARISE exact IG, step {step}: {n - len(keep)} of {n} traces without log-probs; skipped")
-            if counts is not None:
-                counts["ig_skipped"] = counts.get("ig_skipped", 0) + n - len(keep)
+        skipped = n - len(keep)
+        if skipped:
+            logger.warning(f"ARISE exact IG, step {step}: {skipped} of {n} traces without log-probs; skipped")
         if not keep:
-            return {}
+            return {}, skipped
         rows = [[row[t] for t in keep] for row in rows]
         ig = exact_information_gain(rows[1:], rows[0])
         out = {}
         for entry, value in zip(cache, ig, strict=True):
             entry.ig_exact, entry.ig_step = value, step
             out[entry.skill_id] = value
-        return out
+        return out, skipped
 
     def _ig_context(self, messages, doc) -> list[int]:
         """The token context a trace follows, with the skill where the agent loop puts it: in the

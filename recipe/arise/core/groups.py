@@ -9,7 +9,7 @@
 
 An *observation* is one training trajectory as the reward manager posts it to the library replica
 (``recipe.arise.adapters.reward_manager``): an :class:`~recipe.arise.core.observation.Observation`
-(:func:`group_contrasts` and :func:`mechanism_metrics` also take a simulation's plain dicts).
+(simulations build the same records: ``bench/``); anything else is a TypeError.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from recipe.arise.core.library_entry import Contrast
-from recipe.arise.core.observation import Observation, as_observations
+from recipe.arise.core.observation import Observation
 
 __all__ = [
     "positive_advantage_sessions",
@@ -60,21 +60,34 @@ def choose_summary_groups(
     return [groups[i] for i in order]
 
 
+def _records(observations: Iterable[Observation], caller: str) -> list[Observation]:
+    """``observations`` as a list; anything but an :class:`Observation` is a TypeError naming it."""
+    records = list(observations)
+    for o in records:
+        if not isinstance(o, Observation):
+            raise TypeError(
+                f"{caller}: expected recipe.arise.core.observation.Observation records, got {type(o).__name__} "
+                f"{o!r:.200}"
+            )
+    return records
+
+
 def by_group(observations: Iterable[Observation]) -> OrderedDict[str, list[Observation]]:
+    """The observations of each query group (``uid``), groups in order of their first member."""
     groups: OrderedDict[str, list[Observation]] = OrderedDict()
-    for o in observations:
+    for o in _records(observations, "by_group"):
         groups.setdefault(str(o.uid), []).append(o)
     return groups
 
 
-def group_contrasts(observations: Iterable[Observation | dict[str, Any]]) -> list[Contrast]:
+def group_contrasts(observations: Iterable[Observation]) -> list[Contrast]:
     """For each Phase II group with a control arm, one :class:`Contrast` per skill used in it.
 
     Each stays one group's comparison: the library averages the groups' own differences
     (:meth:`Contrast.stratum`) instead of pooling counts across groups, which would credit a skill
     with the easiness of the queries it happened to be chosen for (Simpson's paradox)."""
     out = []
-    for members in by_group(as_observations(observations)).values():
+    for members in by_group(_records(observations, "group_contrasts")).values():
         if not any(o.trajectory.phase == 2 for o in members):
             continue
         base = [o for o in members if o.trajectory.control]
@@ -101,9 +114,7 @@ def grpo_advantages(rewards: Sequence[float], norm_by_std: bool = True, epsilon:
     return centred / (r.std(ddof=1) + epsilon) if norm_by_std else centred
 
 
-def mechanism_metrics(
-    observations: Sequence[Observation | dict[str, Any]], norm_by_std: bool = True
-) -> dict[str, float]:
+def mechanism_metrics(observations: Sequence[Observation], norm_by_std: bool = True) -> dict[str, float]:
     """Step metrics that say whether the hierarchical reward is alive.
 
     ``frac_reward_{0,1,2}``: fractions of trajectories with R = 0, 1, 2; ``mixed_group_rate``:
@@ -115,7 +126,7 @@ def mechanism_metrics(
     control-arm trajectories, the weighted mean of each Phase II group's own difference (groups
     holding both; the library's estimator, :meth:`Contrast.stratum`, with all skills as one arm).
     """
-    observations = as_observations(observations)
+    observations = _records(observations, "mechanism_metrics")
     n = len(observations)
     rewards = [float(o.reward) for o in observations]
     m = {f"frac_reward_{k}": (sum(abs(r - k) < 1e-9 for r in rewards) / n if n else 0.0) for k in (0, 1, 2)}

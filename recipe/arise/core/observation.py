@@ -11,12 +11,11 @@ step's metrics (``recipe.arise.core.groups``, ``recipe.arise.adapters.trainer_ga
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recipe.arise.core.trajectory import TrajectoryInfo
 
-__all__ = ["Observation", "as_observations"]
+__all__ = ["Observation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,27 +40,3 @@ class Observation:
     def scored(self) -> bool:
         """The cache was scored for this query (the trajectory carries its group's score vector)."""
         return len(self.trajectory.scores) > 0
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> Observation:
-        """An observation from one flat dict of its own fields and its trajectory's (the names of
-        :class:`TrajectoryInfo`'s fields), as simulations build them (``bench/``). A None value
-        takes the field's default; an unknown or a missing required key raises ValueError."""
-        own = {f.name for f in dataclasses.fields(cls)} - {"trajectory"}
-        theirs = {f.name for f in dataclasses.fields(TrajectoryInfo)}
-        unknown = sorted(set(values) - own - theirs)
-        if unknown:
-            raise ValueError(f"observation: unknown field(s) {unknown}; known: {sorted(own | theirs)}")
-        unset = dataclasses.MISSING
-        required = [f.name for f in dataclasses.fields(cls) if f.default is unset and f.default_factory is unset]
-        missing = [name for name in required if values.get(name) is None]
-        if missing:
-            raise ValueError(f"observation: required field(s) {missing} missing in {dict(values)!r}")
-        trajectory = TrajectoryInfo(**{k: v for k, v in values.items() if k in theirs and v is not None})
-        return cls(trajectory=trajectory, **{k: v for k, v in values.items() if k in own and v is not None})
-
-
-def as_observations(observations: Iterable[Observation | Mapping[str, Any]]) -> list[Observation]:
-    """The records of ``observations``; a plain dict (a simulation's) becomes one by
-    :meth:`Observation.from_dict`."""
-    return [o if isinstance(o, Observation) else Observation.from_dict(o) for o in observations]
