@@ -13,12 +13,16 @@ absent, with a line in the summary saying so.  So a fresh clone runs the fast ti
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES_RAW = REPO / "tests" / "fixtures" / "raw"
+# shared test helpers (``from byte_tokenizer import ByteTokenizer``): test modules cannot import each
+# other, and ``tests`` itself names verl's installed package
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 
 def shared_root() -> Path:

@@ -18,12 +18,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+from skill_layer_host import skill_layer
 
 import recipe.arise.adapters.reward_manager as reward_manager_module
 from recipe.arise.adapters.library_replica import LibraryReplica
 from recipe.arise.adapters.reward_manager import ARISERewardManager
-from recipe.arise.adapters.skill_layer import SkillLayer
 from recipe.arise.adapters.trainer import ARISETrainer
 from recipe.arise.adapters.trainer_metrics import StepState
 from recipe.arise.core.arise_config import ARISEConfig
@@ -96,14 +95,6 @@ _QUERY_IDS = itertools.count()
 CACHE = [(f"s{i}", doc.to_json()) for i, doc in enumerate(load_seed_skills(None))]
 
 
-class _Tok:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
-
 def _select_on_flat_scores(cfg) -> tuple[int, TrajectoryInfo]:
     """One Phase II selection where every skill scores the same (max p = 1/5 < delta): returns the
     engine requests made and what the trajectory recorded."""
@@ -114,14 +105,7 @@ def _select_on_flat_scores(cfg) -> tuple[int, TrajectoryInfo]:
             requests.append(request_id)
             return SimpleNamespace(extra_fields={"prompt_logprobs": [[-1.0]] * len(prompt_ids)})
 
-    layer = SkillLayer(
-        SimpleNamespace(
-            tokenizer=_Tok(),
-            continuous_token_builder=create_continuous_token_builder(_Tok()),
-            server_manager=Server(),
-            rollout_config=SimpleNamespace(n=1, val_kwargs=SimpleNamespace(n=1)),
-        )
-    )
+    layer = skill_layer(Server(), n=1)
     pool = LibraryReplica()
     # a fresh query id per probe: the layer scores a (query, library version) group once per process
     uid = f"q{next(_QUERY_IDS)}"
@@ -141,7 +125,7 @@ def _summary_rollouts_started(cfg) -> bool:
         _tau_plus_groups=lambda batch: [{"uid": "q", "success_rate": 0.5, "traces": [{"text": "t", "reward": 1.0}]}],
         _batch_budget=lambda: 1,
         _summary_rollouts=lambda chosen, step: started.append(chosen) or ([], {}),
-        _exact_ig=lambda groups, step: {},
+        _exact_ig=lambda groups, step: ({}, 0),
     )
     ARISETrainer._arise_sample(trainer, batch=object())
     return bool(started)

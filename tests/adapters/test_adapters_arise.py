@@ -12,7 +12,8 @@ import math
 from types import SimpleNamespace
 
 import pytest
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
+from byte_tokenizer import ByteTokenizer
+from skill_layer_host import skill_layer
 
 import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
 from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
@@ -27,23 +28,6 @@ CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(SEEDS, start=1)]
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
-class ByteTokenizer:
-    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
-
-    def __init__(self):
-        self.chat_kwargs = []
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(i) for i in ids)
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        self.chat_kwargs.append(kwargs)
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
-
 class FakeServer:
     """prompt_logprobs in verl's layout; ``lp(ids)`` gives each token's log-prob."""
 
@@ -56,17 +40,6 @@ class FakeServer:
             raise RuntimeError("engine died")
         logprobs = [[self.lp(j + 1, prompt_ids[j + 1])] for j in range(len(prompt_ids) - 1)] + [[0.0]]
         return SimpleNamespace(token_ids=[0], extra_fields={"prompt_logprobs": logprobs})
-
-
-def make_loop(server, n=4):
-    tokenizer = ByteTokenizer()
-    host = SimpleNamespace(
-        tokenizer=tokenizer,
-        continuous_token_builder=create_continuous_token_builder(tokenizer),
-        server_manager=server,
-        rollout_config=SimpleNamespace(n=n, val_kwargs=SimpleNamespace(n=1)),
-    )
-    return SkillLayer(host)
 
 
 def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
@@ -85,7 +58,7 @@ def run_group(loop, cfg, uid, n=4, snapshot=None, validate=False):
 
 def test_scoring_cost_is_counted_once_on_the_trajectory_that_ran_it():
     server = FakeServer()
-    loop = make_loop(server)
+    loop = skill_layer(server)
     chosen, infos = run_group(loop, ARISEConfig(), uid="attribution")
     assert infos[0].control and infos[0].scoring_s == 0.0  # session 0: control arm
     scorers = [i for i in infos if i.scorer]
@@ -98,7 +71,7 @@ def test_nan_scores_go_unaided_not_raise():
     def lp(pos, tok):
         return math.nan
 
-    chosen, infos = run_group(make_loop(FakeServer(lp)), ARISEConfig(), uid="nan")
+    chosen, infos = run_group(skill_layer(FakeServer(lp)), ARISEConfig(), uid="nan")
     assert chosen == [None] * 4
     assert all(i.scoring_failed for i in infos if not i.control)
 
@@ -113,14 +86,14 @@ def test_nan_scores_go_unaided_not_raise():
             return out
 
     cfg = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})  # whole skill: byte tokens
-    chosen, infos = run_group(make_loop(PartlyBroken()), cfg, uid="partial")
+    chosen, infos = run_group(skill_layer(PartlyBroken()), cfg, uid="partial")
     scored = [i for i in infos if not i.control]
     assert all(i.scores_nonfinite == 1 and not i.scoring_failed for i in scored)
     assert all(c is None or c.skill_id != CACHE[2][0] for c in chosen)
 
 
 def test_engine_error_sends_the_group_unaided():
-    chosen, infos = run_group(make_loop(FakeServer(fail=True)), ARISEConfig(), uid="error")
+    chosen, infos = run_group(skill_layer(FakeServer(fail=True)), ARISEConfig(), uid="error")
     assert chosen == [None] * 4
     assert [i.scoring_failed for i in infos] == [False, True, True, True]  # session 0: control
 
@@ -131,7 +104,7 @@ def test_scoring_timeout_sends_the_group_unaided():
             await asyncio.sleep(5)
 
     cfg = ARISEConfig.from_dict({"selection": {"scoring_timeout_s": 0.05}})
-    chosen, infos = run_group(make_loop(Slow()), cfg, uid="slow")
+    chosen, infos = run_group(skill_layer(Slow()), cfg, uid="slow")
     assert chosen == [None] * 4 and infos[1].scoring_failed
 
 
@@ -146,16 +119,16 @@ def test_a_skill_that_stands_out_is_selected_under_mean_scores():
             return out
 
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "max_skill_tokens": 1000}})
-    chosen, infos = run_group(make_loop(Prefers()), cfg, uid="prefers")
+    chosen, infos = run_group(skill_layer(Prefers()), cfg, uid="prefers")
     assert chosen[0] is None and all(c.skill_id == CACHE[3][0] for c in chosen[1:])
     assert all(i.gate_passed and i.max_prob > 0.35 for i in infos[1:])
     # the same numbers under sum scores: still selected (the sum only sharpens p)
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "score_norm": "sum", "max_skill_tokens": 1000}})
-    assert run_group(make_loop(Prefers()), cfg, uid="prefers-sum")[0][1][0] == CACHE[3][0]
+    assert run_group(skill_layer(Prefers()), cfg, uid="prefers-sum")[0][1][0] == CACHE[3][0]
 
 
 def test_flat_scores_are_rejected_by_the_gate():
-    chosen, infos = run_group(make_loop(FakeServer()), ARISEConfig(), uid="flat")
+    chosen, infos = run_group(skill_layer(FakeServer()), ARISEConfig(), uid="flat")
     assert chosen == [None] * 4
     assert all(i.gate_passed is False for i in infos[1:])  # p = 0.2 each < delta
 
@@ -197,14 +170,14 @@ def test_score_top_m_scores_only_the_m_skills_of_highest_utility():
     snapshot = {"version": 1, "cache": CACHE, "utilities": utilities, "mode": "train"}
     cfg = ARISEConfig.from_dict({"selection": {"score_top_m": 2, "epsilon": 0.0, "max_skill_tokens": 1000}})
     server = Recording(favourite=CACHE[3][1])
-    chosen, infos = run_group(make_loop(server), cfg, uid="top-m", snapshot=snapshot)
+    chosen, infos = run_group(skill_layer(server), cfg, uid="top-m", snapshot=snapshot)
     assert sorted(server.scored) == ["s000002", "s000004"] and server.calls == 2  # once per group
     assert all(len(i.scores) == 2 for i in infos[1:])
     assert all(c.skill_id == "s000004" for c in chosen[1:])  # the candidate index maps back to the cache
 
     # a skill outside the top M is never a candidate, however well it would score
     server = Recording(favourite=CACHE[0][1])
-    chosen, infos = run_group(make_loop(server), cfg, uid="top-m-excluded", snapshot=snapshot)
+    chosen, infos = run_group(skill_layer(server), cfg, uid="top-m-excluded", snapshot=snapshot)
     assert "s000001" not in server.scored and all(c is None or c.skill_id != "s000001" for c in chosen)
 
 
@@ -213,14 +186,14 @@ def test_score_top_m_zero_or_at_least_the_cache_scores_every_skill():
     for m in (0, len(CACHE), len(CACHE) + 3):
         server = Recording()
         cfg = ARISEConfig.from_dict({"selection": {"score_top_m": m, "max_skill_tokens": 1000}})
-        run_group(make_loop(server), cfg, uid=f"all-{m}", snapshot=snapshot)
+        run_group(skill_layer(server), cfg, uid=f"all-{m}", snapshot=snapshot)
         assert sorted(server.scored) == [skill_id for skill_id, _ in CACHE]
 
 
 def test_score_top_m_without_published_utilities_takes_the_cache_order():
     server = Recording()
     cfg = ARISEConfig.from_dict({"selection": {"score_top_m": 3, "max_skill_tokens": 1000}})
-    run_group(make_loop(server), cfg, uid="no-utilities")  # snapshot without "utilities"
+    run_group(skill_layer(server), cfg, uid="no-utilities")  # snapshot without "utilities"
     assert sorted(server.scored) == [skill_id for skill_id, _ in CACHE[:3]]
 
 
@@ -256,7 +229,7 @@ class PrefixCachingServer(FakeServer):
 
 
 def caching_loop(server, name="vllm", enabled=True):
-    loop = make_loop(server)
+    loop = skill_layer(server)
     loop.rollout_config.name, loop.rollout_config.enable_prefix_caching = name, enabled
     return loop
 
@@ -349,7 +322,7 @@ def test_evaluation_samples_of_one_query_share_one_scoring():
     # with that uid: the k samples of a query await one scoring
     server = FakeServer()
     k = 6
-    loop = make_loop(server)
+    loop = skill_layer(server)
     loop.rollout_config.val_kwargs.n = k
     chosen, infos = run_group(loop, ARISEConfig(), uid="val-query", n=k, validate=True)
     assert server.calls == len(CACHE)

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from byte_tokenizer import ByteTokenizer
 
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.library import SkillLibrary
@@ -72,14 +73,9 @@ def test_skill_logprob_sum_uses_verl_prompt_logprob_layout():
         skill_logprob_sum([[-1.0]], prefix_len=1, total_len=5)
 
 
-class _ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return list(text.encode())
-
-
 def test_scoring_requests_share_the_prefix_and_truncate_skills():
     prefix = [1, 2, 3]
-    requests = scoring_requests(_ByteTokenizer(), prefix, ["abc", "x" * 500], max_tokens=128)
+    requests = scoring_requests(ByteTokenizer(), prefix, ["abc", "x" * 500], max_tokens=128)
     assert all(r[:3] == prefix for r in requests)
     assert len(requests[0]) == 6 and len(requests[1]) == 3 + 128
     assert SCORING_SUFFIX.endswith("SKILL:")

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,14 +51,6 @@ from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 class RecordingServer:
@@ -179,7 +172,8 @@ def test_the_exact_ig_requests_carry_detokenize_false():
         "traces": [{"text": "", "reward": 1.0, "ids": [ord(c) for c in "three"], "skill_id": None}],
         "unaided": [{"reward": 1.0, "ids": [ord(c) for c in "three"]}],
     }
-    assert trainer._exact_ig([group], step=100)
+    ig, _skipped = trainer._exact_ig([group], step=100)
+    assert ig
     assert sent and all(p.get("detokenize") is False and p["prompt_logprobs"] == 0 for p in sent)
 
 

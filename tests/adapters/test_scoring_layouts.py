@@ -16,9 +16,9 @@ import zlib
 from types import SimpleNamespace
 
 import pytest
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
+from byte_tokenizer import ByteTokenizer
+from skill_layer_host import skill_layer
 
-from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
@@ -26,16 +26,6 @@ from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 GARBAGE = 1.0e26  # what a V1 row below the hit holds (uninitialised memory)
-
-
-class ByteTokenizer:
-    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 def true_logprob(prompt, j):
@@ -80,14 +70,8 @@ class LayoutServer:
 
 
 def make_loop(server):
-    tokenizer = ByteTokenizer()
-    loop = SimpleNamespace(
-        tokenizer=tokenizer,
-        continuous_token_builder=create_continuous_token_builder(tokenizer),
-        server_manager=server,
-        rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1), name="vllm", enable_prefix_caching=True),
-    )
-    return SkillLayer(loop)
+    """The layer on vLLM with its prefix cache on (whose layouts these are)."""
+    return skill_layer(server, name="vllm", enable_prefix_caching=True)
 
 
 def score(server, read_cache=True, messages=MESSAGES):

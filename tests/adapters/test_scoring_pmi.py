@@ -12,10 +12,9 @@ import math
 from types import SimpleNamespace
 
 import pytest
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
+from skill_layer_host import skill_layer
 
 import recipe.arise.adapters.scoring_requests as scoring_requests_module  # noqa: E402
-from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402
@@ -25,14 +24,6 @@ FREE = "U:|A:"  # the chat template of an empty user turn
 # per-token log-prob of each skill's tokens: (after a query, after the query-free context). Skill 0's
 # text is predictable on its own and the query does not help it; skill 1 is what the query raises
 LOGPROBS = {CACHE[0][1]: (-0.25, -0.2), CACHE[1][1]: (-0.6, -1.0), CACHE[2][1]: (-0.9, -1.0)}
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 class Server:
@@ -63,17 +54,6 @@ def fresh_baselines(monkeypatch):
     monkeypatch.setattr(scoring_requests_module, "_BASELINES", collections.OrderedDict())
 
 
-def make_loop(server):
-    tokenizer = ByteTokenizer()
-    loop = SimpleNamespace(
-        tokenizer=tokenizer,
-        continuous_token_builder=create_continuous_token_builder(tokenizer),
-        server_manager=server,
-        rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1)),
-    )
-    return SkillLayer(loop)
-
-
 def config(norm="pmi", **selection):
     return ARISEConfig.from_dict({"selection": {"score_norm": norm, "max_skill_tokens": 1000, **selection}})
 
@@ -87,10 +67,10 @@ def score(loop, cfg, k=1, version=1):
 
 
 def test_pmi_is_the_query_mean_minus_the_query_free_mean():
-    scores, _, _, error, _ = score(make_loop(Server()), config())
+    scores, _, _, error, _ = score(skill_layer(Server()), config())
     assert error is None
     assert scores == pytest.approx([q - f for q, f in LOGPROBS.values()])
-    means = score(make_loop(Server()), config("mean"))[0]
+    means = score(skill_layer(Server()), config("mean"))[0]
     assert means == pytest.approx([q for q, _ in LOGPROBS.values()])
     # mean favours the skill whose text is predictable anyway; pmi the one the query raises
     assert max(range(3), key=means.__getitem__) == 0 and max(range(3), key=scores.__getitem__) == 1
@@ -99,7 +79,7 @@ def test_pmi_is_the_query_mean_minus_the_query_free_mean():
 def test_the_query_free_context_is_the_empty_user_turn_and_the_same_suffix():
     for train_manager, suffix in ((False, "\nSKILL:"), (True, "SKILL:")):
         server = Server()
-        score(make_loop(server), config(train_manager=train_manager), version=10 + train_manager)
+        score(skill_layer(server), config(train_manager=train_manager), version=10 + train_manager)
         free = server.free_requests()
         scored = [p for p in server.prompts if not p.startswith(FREE)]
         assert sorted(free) == sorted(FREE + suffix + doc for _, doc in CACHE)
@@ -109,7 +89,7 @@ def test_the_query_free_context_is_the_empty_user_turn_and_the_same_suffix():
 
 def test_the_baselines_are_sent_once_per_library_version():
     server = Server()
-    loop = make_loop(server)
+    loop = skill_layer(server)
     for k in range(3):  # three queries of one version: one baseline request per skill
         assert score(loop, config(), k=k, version=1)[3] is None
     assert len(server.free_requests()) == len(CACHE)
@@ -122,7 +102,7 @@ def test_the_baselines_are_sent_once_per_library_version():
 
 def test_concurrent_queries_share_one_baseline_computation():
     server = Server()
-    loop = make_loop(server)
+    loop = skill_layer(server)
 
     async def groups():
         return await asyncio.gather(*[loop.score_group(config(), CACHE, question(k), 4) for k in range(4)])
@@ -139,7 +119,7 @@ def test_concurrent_queries_share_one_baseline_computation():
 
 def test_a_failed_baseline_fails_the_group_and_is_not_kept():
     server = Server(fail_free=True)
-    loop = make_loop(server)
+    loop = skill_layer(server)
     scores, _, _, error, _ = score(loop, config(), version=5)
     assert scores == [] and "engine died" in error
     server.fail_free = False
@@ -148,7 +128,7 @@ def test_a_failed_baseline_fails_the_group_and_is_not_kept():
 
 
 def test_an_unusable_baseline_makes_that_skill_unscorable_only():
-    loop = make_loop(Server(nan_free=CACHE[1][1]))
+    loop = skill_layer(Server(nan_free=CACHE[1][1]))
     snapshot = {"version": 6, "cache": CACHE, "mode": "train"}
     cfg = config(epsilon=0.0, use_gate=False)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from byte_tokenizer import ByteTokenizer
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.router import GlobalRequestLoadBalancer  # noqa: E402
@@ -24,14 +25,6 @@ from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 
 CACHE = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(load_seed_skills(), start=1)]
 CFG = ARISEConfig.from_dict({"selection": {"max_skill_tokens": 1000}})
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 class InProcessActor:

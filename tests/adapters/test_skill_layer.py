@@ -15,13 +15,13 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf  # noqa: E402
 from ray.exceptions import RayTaskError  # noqa: E402
+from skill_layer_host import skill_layer
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
 from verl.tools.function_tool import FunctionTool  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
-from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder  # noqa: E402
 
 import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
-from recipe.arise.adapters.skill_layer import SkillLayer, arise_config, check_agent_loop  # noqa: E402
+from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop  # noqa: E402
 from recipe.arise.adapters.tool_agent import ARISEToolAgentLoop  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.prompts import inject_skill  # noqa: E402
@@ -116,15 +116,16 @@ def trainer_config(**selection):
 
 
 def build(cls, tokenizer, server, config, **extra):
-    """An agent loop as verl's worker builds it (``AgentLoopWorker._run_agent_loop``)."""
+    """An agent loop as verl's worker builds it (``AgentLoopWorker._run_agent_loop``) for a text-only
+    Qwen3 run: no processor, no dataset class."""
+    text_only = {"processor": None, "dataset_cls": None, "hf_model_type": "qwen3"}
+    data_config = DictConfigWrap(OmegaConf.create({}))
     return cls(
         trainer_config=DictConfigWrap(config),
         server_manager=server,
         tokenizer=tokenizer,
-        processor=None,
-        dataset_cls=None,
-        data_config=DictConfigWrap(OmegaConf.create({})),
-        hf_model_type="qwen3",
+        data_config=data_config,
+        **text_only,
         **extra,
     )
 
@@ -249,14 +250,6 @@ def test_train_manager_in_a_loop_without_it_is_refused(tokenizer, monkeypatch):
 # --------------------------------------------------------------------------- scoring failures
 
 
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
-
 class Raising:
     def __init__(self, error):
         self.error = error
@@ -266,16 +259,7 @@ class Raising:
 
 
 def score(error):
-    tokenizer = ByteTokenizer()
-    layer = SkillLayer(
-        SimpleNamespace(
-            tokenizer=tokenizer,
-            continuous_token_builder=create_continuous_token_builder(tokenizer),
-            server_manager=Raising(error),
-            rollout_config=SimpleNamespace(n=4, val_kwargs=SimpleNamespace(n=1)),
-        )
-    )
-    return asyncio.run(layer.score_group(ARISEConfig(), CACHE, MESSAGES))
+    return asyncio.run(skill_layer(Raising(error)).score_group(ARISEConfig(), CACHE, MESSAGES))
 
 
 @pytest.mark.parametrize("error", [TypeError("bad call"), KeyError("prompt_logprobs"), AttributeError("x")])

@@ -33,7 +33,7 @@ def _stub_trainer(selection=None, phase1_steps=2):
     from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"phase1_steps": phase1_steps, "selection": selection or {}})
-    trainer = SimpleNamespace(arise=cfg, global_steps=0, _arise_metrics={})
+    trainer = SimpleNamespace(arise=cfg, global_steps=0)
     for name in (
         "_init_gate",
         "_gate_calibrates",
@@ -75,16 +75,15 @@ def test_trainer_calibrates_on_one_vector_per_phase2_group_and_reports_sigma(gat
     target = trainer.arise.selection.gate_target
     assert target == pytest.approx(0.73)
     assert abs(np.mean([gate_passes(v, sigma, 0.35) for v in vectors]) - target) <= 0.5 / 40 + 1e-12
-    trainer._arise_metrics = {"arise/gate_pass_rate": 0.7}
-    m = trainer._gate_metrics(2, 1.0, _observations(vectors))
+    m = trainer._gate_metrics(2, 1.0, _observations(vectors), 0.7)
     assert m["arise/sigma"] == 1.0 and m["arise/gate_target"] == pytest.approx(0.73)
     assert m["arise/calibration_groups"] == 40.0
     # per query, the share of its scored trajectories that passed (control trajectories are not scored)
     obs = _observations(vectors[:3], passed=lambda uid: uid != "q2")
     trainer._gate.recent.clear()  # the call above observed 40 queries with no pass
-    m = trainer._gate_metrics(2, 1.0, obs)
+    m = trainer._gate_metrics(2, 1.0, obs, 0.7)
     assert m["arise/gate_pass_rate_recent"] == pytest.approx(2 / 3) and m["arise/gate_recent_queries"] == 3.0
-    assert "arise/gate_pass_rate_recent" not in trainer._gate_metrics(1, 1.0, obs)  # Phase II only
+    assert "arise/gate_pass_rate_recent" not in trainer._gate_metrics(1, 1.0, obs, 0.7)  # Phase II only
 
 
 @pytest.mark.parametrize(
@@ -124,18 +123,13 @@ def test_trainer_saves_sigma_beside_the_library_and_restores_it(tmp_path, score_
 def test_the_steps_queries_are_scored_against_the_next_cache(mode):
     from types import SimpleNamespace
 
+    from byte_tokenizer import ByteTokenizer
+
     from recipe.arise.core.library import SkillLibrary
     from recipe.arise.core.skill import load_seed_skills
 
-    class Tok:
-        def encode(self, text, add_special_tokens=False):
-            return [ord(c) for c in text]
-
-        def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-            return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
     trainer = _stub_trainer({"max_skill_tokens": 40, "calibration": mode})
-    trainer.tokenizer = Tok()
+    trainer.tokenizer = ByteTokenizer()
     trainer.config = SimpleNamespace(data={})
     trainer.library = SkillLibrary(seed_skills=load_seed_skills(None))
     rng = np.random.default_rng(3)
@@ -170,36 +164,21 @@ def test_the_agent_loop_uses_the_published_sigma():
     import asyncio
     from types import SimpleNamespace
 
-    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+    from skill_layer_host import skill_layer
 
     from recipe.arise.adapters.library_replica import LibraryReplica
-    from recipe.arise.adapters.skill_layer import SkillLayer
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.skill import load_seed_skills
     from recipe.arise.core.trajectory import TrajectoryInfo
 
     cache = [(f"s{i}", doc.to_json()) for i, doc in enumerate(load_seed_skills(None))]
 
-    class Tok:
-        def encode(self, text, add_special_tokens=False):
-            return [ord(c) for c in text]
-
-        def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-            return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
     class Server:  # the first skill scores -1.0 per token, the others -1.3
         async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
             lp = -1.0 if bytes(prompt_ids[-20:]).decode() in cache[0][1] else -1.3
             return SimpleNamespace(extra_fields={"prompt_logprobs": [[lp]] * len(prompt_ids)})
 
-    loop = SkillLayer(
-        SimpleNamespace(
-            tokenizer=Tok(),
-            continuous_token_builder=create_continuous_token_builder(Tok()),
-            server_manager=Server(),
-            rollout_config=SimpleNamespace(n=1, val_kwargs=SimpleNamespace(n=1)),
-        )
-    )
+    loop = skill_layer(Server(), n=1)
     cfg = ARISEConfig.from_dict({"selection": {"epsilon": 0.0, "control_share": 0.0, "max_skill_tokens": 1000}})
     pool = LibraryReplica()
 
@@ -218,3 +197,20 @@ def test_the_agent_loop_uses_the_published_sigma():
     fixed = ARISEConfig.from_dict({"selection": {"temperature": 1.0, "epsilon": 0.0, "control_share": 0.0}})
     cfg = fixed
     assert not gate_passed(0.2, 4)  # a number is the literal sigma, whatever was published
+
+
+def test_a_fixed_sigma_that_keeps_the_gate_shut_is_warned_about_from_the_steps_pass_rate(caplog, score_window):
+    """_gate_metrics watches the step's arise/gate_pass_rate, which the trainer hands it (no hidden
+    read of the step's other metrics): a fixed sigma with the gate shut for ``patience`` steps warns."""
+    import logging
+
+    trainer = _stub_trainer({"temperature": 1.0})
+    obs = _observations(score_window(n=3), passed=lambda uid: False)
+    with caplog.at_level(logging.WARNING, logger="recipe.arise.adapters.trainer_gate"):
+        for _ in range(trainer._gate.patience - 1):
+            trainer._gate_metrics(2, 1.0, obs, 0.0)
+        assert "pass rate has been below 5%" not in caplog.text
+        trainer._gate_metrics(2, 1.0, obs, 0.5)  # an ordinary step resets the streak
+        for _ in range(trainer._gate.patience):
+            trainer._gate_metrics(2, 1.0, obs, 0.0)
+    assert caplog.text.count("pass rate has been below 5%") == 1

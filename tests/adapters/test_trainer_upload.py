@@ -4,6 +4,8 @@ batch (single-turn and tool-loop traces) and the exact information gain (App. D.
 import itertools
 from types import SimpleNamespace
 
+from byte_tokenizer import ByteTokenizer
+
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.skill import SkillDoc
@@ -16,16 +18,6 @@ def _library(*names):
 # ------------------------------------------------------------------ exact IG (trainer adapter)
 
 
-class _ByteTokenizer:
-    """Characters as tokens; the chat template is 'U:' + content + '|A:'."""
-
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
-
-
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
@@ -36,7 +28,7 @@ def _ig_trainer(train_manager=False):
     cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
     lib = _library("skill_a", "skill_b")
     trainer = SimpleNamespace(
-        arise=cfg, tokenizer=_ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
+        arise=cfg, tokenizer=ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
     )
     trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
     trainer._ig_context = ARISETrainer._ig_context.__get__(trainer)
@@ -69,14 +61,14 @@ def test_exact_ig_uses_the_unaided_trace_not_the_best_reward_one():
         # a correct unaided trace (R=1; outside tau+ beside R=2 ones)
         "unaided": [{"reward": 1.0, "ids": _enc("plain")}],
     }
-    ig = cls._exact_ig(trainer, [group], step=100)
-    assert set(ig) == set(trainer.library.cache_ids())
+    ig, skipped = cls._exact_ig(trainer, [group], step=100)
+    assert set(ig) == set(trainer.library.cache_ids()) and skipped == 0
     traces = {bytes(p).decode().rsplit("|A:", 1)[1] for p in trainer.prompts}
     assert traces == {"plain"}
     # no unaided trace at all: nothing is measured (never a skill-written trace)
     trainer.prompts.clear()
     group_without = {**group, "unaided": []}
-    assert cls._exact_ig(trainer, [group_without], step=200) == {} and trainer.prompts == []
+    assert cls._exact_ig(trainer, [group_without], step=200) == ({}, 0) and trainer.prompts == []
 
 
 def test_exact_ig_without_an_unaided_list_takes_unaided_tau_plus_traces():
@@ -128,13 +120,11 @@ def _tau_plus_group(monkeypatch, data):
     """The one tau+ group the trainer reads back from a batch whose fields verl's store returns as
     ``data`` (char tokens), and the fields it asked the store for."""
     import recipe.arise.adapters.trainer as trainer_mod
+    import recipe.arise.adapters.trainer_upload as upload_mod
 
     asked = []
-    monkeypatch.setattr(trainer_mod.tq, "kv_batch_get", lambda **kw: asked.append(kw["select_fields"]) or dict(data))
-    tokenizer = _ByteTokenizer()
-    tokenizer.pad_token_id = 0
-    tokenizer.decode = lambda ids, skip_special_tokens=True: "".join(chr(i) for i in ids)
-    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=tokenizer)
+    monkeypatch.setattr(upload_mod.tq, "kv_batch_get", lambda **kw: asked.append(kw["select_fields"]) or dict(data))
+    trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=ByteTokenizer())
     n = len(data["uid"])
     batch = SimpleNamespace(tags=[{}] * n, keys=list("abcd"[:n]), partition_id="train")
     (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
@@ -227,11 +217,39 @@ def test_exact_ig_skips_and_counts_traces_without_prompt_logprobs():
         {"uid": u, "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc(t)}]}
         for u, t in (("g1", "good"), ("g2", "bad"))
     ]
-    counts = {}
-    ig = cls._exact_ig(trainer, groups, step=100, counts=counts)
-    assert counts == {"ig_skipped": 1}
+    ig, skipped = cls._exact_ig(trainer, groups, step=100)
+    assert skipped == 1
     assert set(ig) == set(trainer.library.cache_ids()) and all(v == v for v in ig.values())
     # every trace without log-probs: nothing measured, nothing raised
     trainer._generate_all = lambda prompts, params, timeout_s: [SimpleNamespace(extra_fields={}) for _ in prompts]
-    counts = {}
-    assert cls._exact_ig(trainer, groups, step=200, counts=counts) == {} and counts == {"ig_skipped": 2}
+    assert cls._exact_ig(trainer, groups, step=200) == ({}, 2)
+
+
+# --------------------------------------------------------------------------- the batch-field reader
+
+
+def test_the_trainer_reads_a_batchs_fields_through_one_reader_that_skips_padding(monkeypatch):
+    """_extra_fields and _skill_tokens_in_loss (like _tau_plus_groups) read the transfer queue through
+    trainer_upload.batch_fields: the keys of the rows that are not padding, the batch's partition."""
+    import recipe.arise.adapters.trainer as trainer_mod
+    import recipe.arise.adapters.trainer_upload as upload_mod
+
+    calls = []
+    extra = [{"arise_skill_in_response": True, "arise_skill_tokens": 2}, {"arise_skill_tokens": 3}]
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        calls.append((keys, partition_id, select_fields))
+        return {"extra_fields": extra, "response_mask": _Jagged([[1, 0, 1, 1], [1, 1, 1]])}
+
+    monkeypatch.setattr(upload_mod.tq, "kv_batch_get", kv_batch_get)
+    batch = SimpleNamespace(keys=["a", "pad", "b"], tags=[{}, {"is_padding": True}, {}], partition_id="train")
+    cls, host = trainer_mod.ARISETrainer, SimpleNamespace()
+    assert cls._extra_fields(host, batch) == extra
+    # row 0: its skill line is 2 tokens, masked 1 and 0; row 1 has no skill line in its response
+    assert cls._skill_tokens_in_loss(host, batch) == 1.0
+    fields = [["extra_fields"], ["response_mask", "extra_fields"]]
+    assert calls == [(["a", "b"], "train", f) for f in fields]
+    padding = SimpleNamespace(keys=["p"], tags=[{"is_padding": True}], partition_id="train")
+    assert upload_mod.batch_fields(padding, ["uid"]) is None
+    assert cls._extra_fields(host, padding) == [] and cls._skill_tokens_in_loss(host, padding) == 0.0
+    assert cls._tau_plus_groups(host, padding) == [] and len(calls) == 2  # nothing asked of the store

@@ -12,19 +12,12 @@ line silently landing elsewhere.
 import asyncio
 from types import SimpleNamespace
 
+from byte_tokenizer import ByteTokenizer
 from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + ("|A:" if add_generation_prompt else ""))
 
 
 class Server:

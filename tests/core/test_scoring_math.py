@@ -8,6 +8,7 @@ L - H computed ones (tokens H + 1 .. L - 1, then the padding).
 import math
 
 import pytest
+from byte_tokenizer import ByteTokenizer
 
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.scoring import (
@@ -28,14 +29,6 @@ TRUE = [[-(j + 1) / 10] for j in range(L - 1)] + [[0.0]]  # token j + 1's log-pr
 V1 = [[1e26]] * H + TRUE[H:]
 V2 = TRUE[H:]
 PROMPT = list(range(100, 100 + L))
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 def test_pmi_is_the_mean_minus_the_query_free_mean():

@@ -9,19 +9,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from byte_tokenizer import ByteTokenizer
 
 from recipe.arise.core.calibration import GATE_FILE, critical_temperatures, pass_rate
 from recipe.arise.core.scoring import SCORING_SUFFIX, score_queries
 from recipe.arise.core.selection import select_skill_detailed
 from recipe.arise.tools import calibrate as cli
-
-
-class ByteTokenizer:
-    def encode(self, text, add_special_tokens=False):
-        return [ord(c) for c in text]
-
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True, **kwargs):
-        return self.encode("".join(f"U:{m['content']}" for m in messages) + "|A:")
 
 
 def _dataset(tmp_path, n=12):

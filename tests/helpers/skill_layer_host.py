@@ -1,0 +1,25 @@
+"""A ``SkillLayer`` in a stand-in agent loop (importable as ``skill_layer_host``; adapters tests only:
+it imports verl and the adapters)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from byte_tokenizer import ByteTokenizer
+from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+from recipe.arise.adapters.skill_layer import SkillLayer
+
+
+def skill_layer(server, n=4, **rollout) -> SkillLayer:
+    """The layer of a loop on ``server`` (verl's server manager: ``generate``), a
+    :class:`ByteTokenizer` and verl's continuous token builder for it; groups of ``n`` in training,
+    1 in validation; ``rollout`` adds rollout-config fields (``name``, ``enable_prefix_caching``)."""
+    tokenizer = ByteTokenizer()
+    host = SimpleNamespace(
+        tokenizer=tokenizer,
+        continuous_token_builder=create_continuous_token_builder(tokenizer),
+        server_manager=server,
+        rollout_config=SimpleNamespace(n=n, val_kwargs=SimpleNamespace(n=1), **rollout),
+    )
+    return SkillLayer(host)
