@@ -64,9 +64,10 @@ class Stack:
     def env(self, extra: dict | None = None) -> dict:
         """Environment for a subprocess on this stack."""
         env = {**os.environ, **(extra or {})}
+        paths = [str(REPO / "tests" / "helpers")]  # probe code shared by the tests (vllm_probe)
         if self.name == "gpu":
-            paths = [str(gpu_stack().sources(p)) for p in PACKAGES]
-            env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
+            paths = [str(gpu_stack().sources(p)) for p in PACKAGES] + paths
+        env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
         return env
 
     def run(self, code: str, *args: str, env: dict | None = None, timeout: float = 300) -> str:
