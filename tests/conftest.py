@@ -41,12 +41,24 @@ def pytest_configure(config) -> None:
     )
 
 
+# the e2e modules that launch the trainer, longest first (faults: two launches; evaluation; plain GRPO)
+LAUNCHING = ("test_faults_e2e.py", "test_cpu_e2e.py", "test_grpo_e2e.py")
+
+
+def _launch_rank(item) -> int:
+    name = item.path.name
+    return LAUNCHING.index(name) if name in LAUNCHING else len(LAUNCHING)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # under pytest-xdist (CI: -n 3 --dist loadfile --no-loadscope-reorder, each file one work
         # unit, handed out in collection order) the e2e files go first, one worker each, so that
         # their launches start at once and the fast tier fills the cores beside them
-        items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+        # the modules that launch training runs lead, the longest first, so that each worker starts
+        # one (xdist hands each worker its first two files at once: a launch queued behind another on
+        # the same worker would run after it, not beside it)
+        items.sort(key=lambda item: (item.get_closest_marker("e2e") is None, _launch_rank(item)))
     if _shared_raw_present():
         return
     deselected = [item for item in items if item.get_closest_marker("shared_data")]

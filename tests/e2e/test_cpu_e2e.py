@@ -10,7 +10,6 @@ One run per distinct configuration, and every assertion about a configuration re
   the run is complete and has the default settings, then the tests read it. Without
   ``ARISE_SMOKE_OUT`` (or with an incomplete run there) the fixture runs the same command itself
   with ``OUT_DIR`` under pytest's tmp.
-- plain GRPO (``ARISE=false``) through the same code path: a launch of its own.
 - the step-6 checkpoint evaluated with ``run_scripts/eval_arise.sh`` on verl's validation machinery.
 
 The streamed summaries, the resume with the library restored exactly and the trained Manager
@@ -31,17 +30,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import smoke_run
 from omegaconf import OmegaConf
 
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_log import read_log
 from recipe.arise.core.skill import load_seed_skills
-from recipe.arise.tools import verdict
-from recipe.arise.tools.report import read_metrics
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
 STEPS, PHASE1, CHECKPOINTS = 6, (1, 2), (2, 4, 6)  # README command 2: the script's defaults
 PHASE2 = (3, 4, 5, 6)
 # the settings the assertions below rely on: the defaults (a run made with other overrides is not reused)
@@ -58,55 +55,15 @@ DEFAULTS = {
 }
 
 
-def _smoke_env(out_dir: Path, tiny: Path, **env) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHON": sys.executable,
-        "OUT_DIR": str(out_dir),
-        "TINY_DIR": str(tiny),
-        **{k: str(v) for k, v in env.items()},
-    }
-
-
-def _run(out_dir: Path, tiny: Path, *overrides: str, **env) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), *overrides],
-        cwd=REPO,
-        env=_smoke_env(out_dir, tiny, **env),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    (out_dir / "console.log").write_text(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, f"cpu smoke run failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
-    return proc
-
-
-def _config(run: Path):
-    return OmegaConf.load(run / "hydra" / ".hydra" / "config.yaml")
-
-
-def _metrics(run: Path) -> dict[int, dict[str, float]]:
-    """The run's metrics, every launch's part (recipe.arise.tools.report.read_metrics)."""
-    return read_metrics(run / "metrics.jsonl")[0]
-
-
 def _final_library(run: Path) -> SkillLibrary:
     return SkillLibrary.load(run / "checkpoints" / f"global_step_{STEPS}" / "arise" / "library.parquet")
 
 
 def incomplete(run: Path) -> str | None:
     """Why ``run`` is not a complete README-command-2 run (None: it is)."""
-    try:
-        steps = sorted(_metrics(run))
-        cfg = _config(run)
-        tracker = (run / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip()
-    except (OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
-    if steps != list(range(1, STEPS + 1)):
-        return f"metrics for steps {steps}, not 1..{STEPS}"
-    if tracker != str(STEPS):
-        return f"the last complete checkpoint is {tracker!r}, not {STEPS}"
+    why, cfg = smoke_run.incomplete(run, STEPS)
+    if why:
+        return why
     missing = [s for s in CHECKPOINTS if not (run / "checkpoints" / f"global_step_{s}/arise/library.parquet").is_file()]
     if missing:
         return f"no library in the checkpoints of steps {missing}"
@@ -117,20 +74,12 @@ def incomplete(run: Path) -> str | None:
 @pytest.fixture(scope="module")
 def arise_run(tmp_path_factory, tiny) -> Path:
     """README command 2's run: CI's (ARISE_SMOKE_OUT) when complete, else the command run here."""
-    reuse = os.environ.get("ARISE_SMOKE_OUT")
-    if reuse:
-        why = incomplete(Path(reuse))
-        if why is None:
-            return Path(reuse)
-        print(f"\n[e2e] ARISE_SMOKE_OUT={reuse} is not reused ({why}); running README command 2 here")
-    out = tmp_path_factory.mktemp("arise_run")
-    _run(out, tiny)  # README command 2 with OUT_DIR under tmp
-    assert incomplete(out) is None, incomplete(out)
-    return out
+    out = tmp_path_factory.mktemp("arise_run")  # README command 2 with OUT_DIR under tmp, if run here
+    return smoke_run.reuse_or_run("ARISE_SMOKE_OUT", incomplete, lambda to: smoke_run.launch(to, TINY_DIR=tiny), out)
 
 
 def test_both_phases_ran(arise_run):
-    metrics = _metrics(arise_run)
+    metrics = smoke_run.metrics(arise_run)
     assert sorted(metrics) == list(range(1, STEPS + 1))
     assert [metrics[s]["arise/phase"] for s in sorted(metrics)] == [1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
     for step in PHASE1:  # Phase I: no selection, binary reward
@@ -154,7 +103,7 @@ def test_console_has_one_line_per_step(arise_run):
 
 def test_mechanism_alive_with_default_settings(arise_run):
     """Over Phase II, every ARISE branch happens and changes the gradient or the library."""
-    m = _metrics(arise_run)
+    m = smoke_run.metrics(arise_run)
     p2 = [m[s] for s in PHASE2]
     n = sum(x["arise/trajectories"] for x in p2)
     used = sum(x["arise/skill_use_rate"] * x["arise/trajectories"] for x in p2)
@@ -180,8 +129,8 @@ def test_mechanism_alive_with_default_settings(arise_run):
 def test_skills_used_once_the_cache_is_full(arise_run):
     """The last Phase II steps select from a full cache (C_c skills) and still inject skills: the
     selection is not only alive while the library is small."""
-    m = _metrics(arise_run)
-    capacity = int(_config(arise_run).arise.library.cache_capacity)
+    m = smoke_run.metrics(arise_run)
+    capacity = int(smoke_run.config(arise_run).arise.library.cache_capacity)
     full = [s for s in PHASE2 if m[s]["arise/cache_size"] == capacity]
     assert full and full[-1] == STEPS, {s: m[s]["arise/cache_size"] for s in PHASE2}  # full at the end
     # the steps after a step that ended with a full cache selected from it
@@ -197,8 +146,8 @@ def test_calibrated_gate_logged_in_phase_2(arise_run):
     s.d. at this run's 16 queries (recipe/arise/tools/verdict.py; docs/design.md)."""
     from recipe.arise.tools.verdict import judge
 
-    cfg = _config(arise_run).arise.selection
-    m = _metrics(arise_run)
+    cfg = smoke_run.config(arise_run).arise.selection
+    m = smoke_run.metrics(arise_run)
     sigmas = [m[s].get("arise/sigma") for s in PHASE2]
     assert all(x is not None and math.isfinite(x) and x > 0 for x in sigmas), sigmas
     assert str(cfg.temperature) == "auto"  # the default
@@ -216,7 +165,7 @@ def test_calibrated_gate_logged_in_phase_2(arise_run):
 def test_summaries_after_the_wave_add_skills_in_both_phases(arise_run):
     """The default summary path (after the generation wave, the hardest group): it runs in both
     phases, and in Phase II too a summary's JSON becomes a new skill."""
-    m = _metrics(arise_run)
+    m = smoke_run.metrics(arise_run)
     assert all(m[s]["arise/summary_streamed"] == 0 for s in m)  # not streamed: the default
     for steps in (PHASE1, PHASE2):
         assert sum(m[s]["arise/summary_attempts"] for s in steps) > 0
@@ -236,7 +185,7 @@ def test_summaries_after_the_wave_add_skills_in_both_phases(arise_run):
 
 
 def test_skills_injected_with_reward_2(arise_run):
-    metrics = _metrics(arise_run)
+    metrics = smoke_run.metrics(arise_run)
     phase2 = [metrics[s] for s in PHASE2]
     assert max(m["arise/frac_reward_2"] for m in phase2) > 0.0  # correct with an injected skill
     assert max(m["arise/prompt_overhead_tokens"] for m in phase2) > 0.0
@@ -291,7 +240,7 @@ def test_inspect_and_report_on_the_run(arise_run, tmp_path):
 
 
 def test_eval_on_validation_machinery(arise_run, tmp_path):
-    cfg = _config(arise_run)
+    cfg = smoke_run.config(arise_run)
     env = {
         **os.environ,
         "PYTHON": sys.executable,
@@ -325,19 +274,3 @@ def test_eval_on_validation_machinery(arise_run, tmp_path):
     assert any("rollout server ready" in line for line in console), "\n".join(console)
     assert f"[eval] full log: {tmp_path / 'eval' / 'eval.log'}" in console
     assert "val-core/" in (tmp_path / "eval" / "eval.log").read_text()  # verl's own output, whole, in the log
-
-
-def test_plain_grpo_through_the_same_path(tmp_path, tiny):
-    # no preflight: README command 2 runs it, and tests/test_run_scripts.py checks this config with it
-    _run(tmp_path, tiny, STEPS=2, ARISE="false", SAVE_FREQ=2, SKIP_PREFLIGHT=1)
-    metrics = _metrics(tmp_path)
-    assert sorted(metrics) == [1, 2]
-    assert all(metrics[s]["actor/grad_norm"] > 0.0 for s in metrics)
-    # only the run-level keys the trainer logs with ARISE on or off (rows dropped at load, the tool's)
-    assert not [k for k in metrics[2] if k.startswith("arise/") and k not in verdict.RUN_KEYS], metrics[2]
-    assert metrics[2]["arise/rows_dropped"] == 0.0
-    folder = tmp_path / "checkpoints" / "global_step_2"
-    assert (folder / "actor").is_dir()
-    assert not (folder / "arise" / "library.parquet").exists()  # no library: ARISE is off
-    # the settings the step was trained with are recorded for every run (a resume compares them)
-    assert OmegaConf.load(folder / "arise" / "config.yaml").arise.enable is False

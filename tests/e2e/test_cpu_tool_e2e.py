@@ -6,50 +6,31 @@ only, every taught answer a copy of what the tool printed).
 ``tool_run`` is ``TOOL=python run_scripts/cpu_smoke_arise.sh`` with its defaults (6 steps, Phase I
 steps 1-2, checkpoints at 2, 4 and 6). ``ARISE_TOOL_SMOKE_OUT`` names a complete run of that command
 to read (CI's, or one made by hand); without it (or with an incomplete run there) the fixture runs
-the command itself with ``OUT_DIR`` under pytest's tmp. ``resumed`` is the same command on a copy of
-that run as a kill after step 4's checkpoint leaves it (the tracker at 4, no step-6 folder): it must
-resume from step 4 with that checkpoint's library and finish. Nothing is forced: tool calls, their
-results in the answers, skills, parsed summaries and R=2 come from the model's own rollouts.
+the command itself with ``OUT_DIR`` under pytest's tmp. Nothing is forced: tool calls, their results
+in the answers, skills, parsed summaries and R=2 come from the model's own rollouts.
+
+The resume is not relaunched here: restoring a run is the trainer's (the checkpoint's library, the
+library log, the data order), the same for every agent loop, and the agent loops keep nothing
+across steps; tests/e2e/test_faults_e2e.py kills and resumes a real run. Here every checkpoint of
+the tool run holds the library the log recorded at that step: what a resume restores. (One launch,
+~2-4 min of CI on 2 cores, saved.)
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+import smoke_run
 
 from recipe.arise.core.library import SkillLibrary
-from recipe.arise.core.library_log import library_digest
-from recipe.arise.tools.report import read_metrics
+from recipe.arise.core.library_log import read_log
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
 STEPS, PHASE1, PHASE2, CHECKPOINTS = 6, (1, 2), (3, 4, 5, 6), (2, 4, 6)
-
-
-def _run(out_dir: Path, *overrides: str, **env) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHON": sys.executable, "TOOL": "python", "OUT_DIR": str(out_dir), **env}
-    proc = subprocess.run(
-        ["bash", str(SCRIPT), *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800
-    )
-    (out_dir / "console.log").write_text(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, f"tool smoke run failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
-    return proc
-
-
-def _metrics(run: Path) -> dict[int, dict[str, float]]:
-    return read_metrics(run / "metrics.jsonl")[0]
-
-
-def _config(run: Path):
-    return OmegaConf.load(run / "hydra" / ".hydra" / "config.yaml")
 
 
 def _library(run: Path, step: int) -> SkillLibrary:
@@ -58,14 +39,9 @@ def _library(run: Path, step: int) -> SkillLibrary:
 
 def incomplete(run: Path) -> str | None:
     """Why ``run`` is not a complete default ``TOOL=python`` smoke run (None: it is)."""
-    try:
-        steps = sorted(_metrics(run))
-        cfg = _config(run)
-        tracker = (run / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip()
-    except (OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
-    if steps != list(range(1, STEPS + 1)) or tracker != str(STEPS):
-        return f"metrics for steps {steps}, last checkpoint {tracker!r}: not 1..{STEPS}"
+    why, cfg = smoke_run.incomplete(run, STEPS)
+    if why:
+        return why
     if cfg.actor_rollout_ref.rollout.agent.default_agent_loop != "arise_tool_agent":
         return "not a tool run (default_agent_loop is not arise_tool_agent)"
     if not cfg.arise.enable or cfg.arise.phase1_steps != len(PHASE1):
@@ -75,23 +51,17 @@ def incomplete(run: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def tool_run(tmp_path_factory) -> Path:
-    reuse = os.environ.get("ARISE_TOOL_SMOKE_OUT")
-    if reuse:
-        why = incomplete(Path(reuse))
-        if why is None:
-            return Path(reuse)
-        print(f"\n[e2e] ARISE_TOOL_SMOKE_OUT={reuse} is not reused ({why}); running the tool smoke run here")
-    out = tmp_path_factory.mktemp("tool_run")
-    _run(out)
-    assert incomplete(out) is None, incomplete(out)
-    return out
+    """The README's tool run: CI's (ARISE_TOOL_SMOKE_OUT) when complete, else the command run here."""
+    out = tmp_path_factory.mktemp("tool_run")  # the README's tool command with OUT_DIR under tmp, if run here
+    tool_command = lambda to: smoke_run.launch(to, TOOL="python")  # noqa: E731
+    return smoke_run.reuse_or_run("ARISE_TOOL_SMOKE_OUT", incomplete, tool_command, out)
 
 
 def test_the_tool_agent_ran_with_the_python_tool(tool_run):
-    cfg = _config(tool_run).actor_rollout_ref.rollout
+    cfg = smoke_run.config(tool_run).actor_rollout_ref.rollout
     assert cfg.multi_turn.enable and cfg.multi_turn.format == "hermes"
     assert Path(cfg.multi_turn.tool_config_path).name == "python_tool.yaml"
-    m = _metrics(tool_run)
+    m = smoke_run.metrics(tool_run)
     assert [m[s]["arise/phase"] for s in sorted(m)] == [1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
     for step, x in m.items():
         assert x["actor/grad_norm"] > 0.0, step  # the policy was really updated
@@ -106,12 +76,12 @@ def test_the_tool_agent_ran_with_the_python_tool(tool_run):
 def test_tool_results_are_read_into_right_answers(tool_run):
     """The warm start teaches only to copy the tool's printed number: right answers (R >= 1) in
     every step come from right calls whose result the model read."""
-    m = _metrics(tool_run)
+    m = smoke_run.metrics(tool_run)
     assert all(m[s]["critic/score/max"] >= 1.0 for s in m), {s: m[s]["critic/score/max"] for s in m}
 
 
 def test_skills_selected_and_injected_in_phase_2(tool_run):
-    m = _metrics(tool_run)
+    m = smoke_run.metrics(tool_run)
     for step in PHASE1:
         assert m[step]["arise/skill_use_rate"] == 0.0 and m[step]["arise/frac_reward_2"] == 0.0
     p2 = [m[s] for s in PHASE2]
@@ -127,7 +97,7 @@ def test_skills_selected_and_injected_in_phase_2(tool_run):
 def test_summaries_of_tool_traces_parse(tool_run):
     """tau+ traces are multi-turn (every one called the tool): their transcripts' summaries parse
     into skills, and those skills name the computation the transcript shows (the tool rule)."""
-    m = _metrics(tool_run)
+    m = smoke_run.metrics(tool_run)
     assert sum(m[s]["arise/summary_attempts"] for s in m) > 0
     assert sum(m[s]["arise/summary_parsed"] for s in m) > 0
     assert all(m[s]["arise/summary_failed"] == 0 for s in m)
@@ -148,24 +118,9 @@ def test_the_verdict_judges_the_tool_metrics(tool_run):
     assert "arise/tool_calls" in proc.stdout, proc.stdout
 
 
-@pytest.fixture(scope="module")
-def resumed(tool_run, tmp_path_factory) -> Path:
-    """A copy of the run as a kill after step 4's checkpoint leaves it, run again to the end."""
-    out = tmp_path_factory.mktemp("tool_resumed")
-    shutil.copytree(tool_run / "checkpoints", out / "checkpoints", ignore=shutil.ignore_patterns("global_step_6"))
-    (out / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("4")
-    (out / "library_step4.json").write_text(json.dumps({"digest": library_digest(_library(out, 4))}))
-    _run(out, SKIP_PREFLIGHT="1")
-    return out
-
-
-def test_a_resume_keeps_the_library(resumed):
-    resumes = [
-        json.loads(line) for line in (resumed / "checkpoints" / "arise" / "resumes.jsonl").read_text().splitlines()
-    ]
-    assert [r["step"] for r in resumes] == [4]
-    assert resumes[0]["digest"] == json.loads((resumed / "library_step4.json").read_text())["digest"]
-    m = read_metrics(resumed / "metrics.jsonl", launches=False)[0]
-    assert sorted(m) == [5, 6]  # resumed from step 4, not restarted
-    assert all(m[s]["arise/phase"] == 2.0 and m[s]["arise/tool_calls"] > 0 for s in m)
-    assert (resumed / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
+def test_every_checkpoint_holds_the_library_a_resume_restores(tool_run):
+    log = read_log(tool_run / "checkpoints" / "arise")
+    for step in CHECKPOINTS:
+        state = log[(log.step == step) & (log.event == "state")]
+        assert len(state) > 0, step
+        assert sorted(state.skill_id) == sorted(e.skill_id for e in _library(tool_run, step).entries()), step
