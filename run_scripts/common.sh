@@ -245,12 +245,45 @@ run_main() {
   # stops before the exception that says why, while tee warns and keeps feeding the console.
   mkdir -p "$(dirname "$LOG_FILE")"
   echo "[arise] full log: $LOG_FILE (VERBOSE=1 shows it all here)"
+  local rc=0
+  run_logged "$$-$RANDOM-1" "$entry" "$@" || rc=$?
+  # Ray waits a fixed 30 s (not configurable: ray/_private/node.py) for its raylet to register; on an
+  # overloaded machine (CI: three tiny runs and the fast tier on 2 cores) it can miss that before any
+  # of the run has started: launch once more, saying so (the first attempt's log is kept beside)
+  if [ "$rc" != 0 ] && grep -q "The current node timed out during startup" "$LOG_FILE" 2>/dev/null &&
+    ! grep -q "Training Progress" "$LOG_FILE"; then
+    mv "$LOG_FILE" "$LOG_FILE.ray_start_failed"
+    echo "[arise] Ray's node did not register within Ray's fixed 30 s (an overloaded machine?): launching again"
+    rc=0
+    run_logged "$$-$RANDOM-2" "$entry" "$@" || rc=$?
+  fi
+  return "$rc"
+}
+
+# stop_marked MARKER: SIGKILL every process whose environment holds ARISE_LAUNCH_ATTEMPT=MARKER
+stop_marked() {
+  local proc
+  for proc in /proc/[0-9]*; do
+    if tr '\0' '\n' <"$proc/environ" 2>/dev/null | grep -qx "ARISE_LAUNCH_ATTEMPT=$1"; then
+      kill -9 "${proc#/proc/}" 2>/dev/null || true
+    fi
+  done
+}
+
+# run_logged MARKER ENTRY OVERRIDES...: run_main's run with LOG_FILE (the console filtered, below).
+# The run's processes carry ARISE_LAUNCH_ATTEMPT=MARKER (the console's tee and awk do not): whatever
+# of them outlives the run is stopped when it ends -- a failed Ray start leaves its GCS and raylet
+# running (ray.init raises before it can shut them down), holding the console's pipe open
+run_logged() {
+  local marker=$1 entry=$2
+  shift 2
   # mawk (Debian's awk) reads a pipe in blocks: -W interactive hands it each line as it comes
   local AWK_LINES=()
   case "$(awk -W version 2>&1 </dev/null)" in *mawk*) AWK_LINES=(-W interactive) ;; esac
   local rc=0 status
   # (PIPESTATUS read on either branch: with or without pipefail, under set -e)
-  { "$PYTHON" -m "$entry" "$@" || rc=$?; echo "[arise] exit status $rc"; exit "$rc"; } 2>&1 |
+  { ARISE_LAUNCH_ATTEMPT=$marker "$PYTHON" -m "$entry" "$@" || rc=$?
+    stop_marked "$marker"; echo "[arise] exit status $rc"; exit "$rc"; } 2>&1 |
     tee --output-error=warn "$LOG_FILE" |
     awk ${AWK_LINES[@]+"${AWK_LINES[@]}"} -v keep=60 -v verbose="${VERBOSE:-0}" "$CONSOLE_AWK" &&
     status="${PIPESTATUS[*]}" || status="${PIPESTATUS[*]}"

@@ -609,3 +609,42 @@ def test_preflight_warns_when_train_manager_has_no_room_for_the_skill_line(compo
     assert "train_manager" not in warnings("arise.selection.train_manager=true")  # 4,096-token responses
     assert "train_manager" in warnings("arise.selection.train_manager=true", "data.max_response_length=24")
     assert "train_manager" not in warnings("data.max_response_length=24")  # off: the skill is in the prompt
+
+
+def test_a_ray_start_timeout_is_launched_again_once_and_its_processes_stopped(tmp_path):
+    """Ray waits a fixed 30 s for its raylet (an overloaded machine can miss it): run_main launches
+    once more, after stopping the failed attempt's processes (ray.init leaves them running)."""
+    attempts = tmp_path / "attempts"
+    fake = tmp_path / "python"  # stands in for "$PYTHON -m ENTRY": a leftover "raylet", then Ray's error
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        '[ "$1 $2" = "-m recipe.arise.adapters.main_arise" ] || exec python3 "$@"\n'  # common.sh's own calls
+        f'echo x >> "{attempts}"\n'
+        f'if [ "$(wc -l < "{attempts}")" = 1 ]; then\n'
+        f'  (exec -a raylet sleep 300) & echo $! > "{tmp_path}/raylet.pid"\n'
+        '  echo "Exception: The current node timed out during startup. This could happen ..."; exit 1\n'
+        "fi\n"
+        'echo "Training Progress: 100%"\n'
+    )
+    fake.chmod(0o755)
+    log = tmp_path / "run.log"
+    script = f'source "{SCRIPTS}/common.sh" >/dev/null\nrun_main recipe.arise.adapters.main_arise\n'
+    env = _clean_env({"MODEL_PATH": "m", "PYTHON": str(fake), "SKIP_PREFLIGHT": "1", "LOG_FILE": str(log)})
+    env["VERL_FILE_LOGGER_PATH"] = str(tmp_path / "metrics.jsonl")
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert attempts.read_text().count("x") == 2
+    assert "launching again" in proc.stdout
+    assert "timed out during startup" in (tmp_path / "run.log.ray_start_failed").read_text()
+    pid = int((tmp_path / "raylet.pid").read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+    # any other failure is not retried
+    attempts.unlink()
+    fake.write_text(
+        '#!/usr/bin/env bash\n[ "$1 $2" = "-m recipe.arise.adapters.main_arise" ] || exec python3 "$@"\n'
+        f'echo x >> "{attempts}"\necho "ValueError: bad"; exit 1\n'
+    )
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and attempts.read_text().count("x") == 1
