@@ -250,7 +250,8 @@ run_main() {
   # Ray waits a fixed 30 s (not configurable: ray/_private/node.py) for its raylet to register; on an
   # overloaded machine (CI: three tiny runs and the fast tier on 2 cores) it can miss that before any
   # of the run has started: launch once more, saying so (the first attempt's log is kept beside)
-  if [ "$rc" != 0 ] && grep -q "The current node timed out during startup" "$LOG_FILE" 2>/dev/null &&
+  # (a regular file only: a LOG_FILE such as /dev/full reads endlessly)
+  if [ "$rc" != 0 ] && [ -f "$LOG_FILE" ] && grep -q "The current node timed out during startup" "$LOG_FILE" &&
     ! grep -q "Training Progress" "$LOG_FILE"; then
     mv "$LOG_FILE" "$LOG_FILE.ray_start_failed"
     echo "[arise] Ray's node did not register within Ray's fixed 30 s (an overloaded machine?): launching again"
@@ -262,11 +263,11 @@ run_main() {
 
 # stop_marked MARKER: SIGKILL every process whose environment holds ARISE_LAUNCH_ATTEMPT=MARKER
 stop_marked() {
-  local proc
-  for proc in /proc/[0-9]*; do
-    if tr '\0' '\n' <"$proc/environ" 2>/dev/null | grep -qx "ARISE_LAUNCH_ATTEMPT=$1"; then
-      kill -9 "${proc#/proc/}" 2>/dev/null || true
-    fi
+  local file
+  # one grep over every environment (-z: NUL-separated entries; -s: vanished processes are no error)
+  for file in $(timeout 20 grep -lsxzF "ARISE_LAUNCH_ATTEMPT=$1" /proc/[0-9]*/environ 2>/dev/null); do
+    file=${file#/proc/}
+    kill -9 "${file%/environ}" 2>/dev/null || true
   done
 }
 
