@@ -139,7 +139,7 @@ def test_the_provided_check_can_fail():
 
 def test_the_gates_state_read_before_its_set_up_names_the_call(tmp_path):
     from recipe.arise.adapters.trainer_gate import GateMixin
-    from recipe.arise.adapters.trainer_metrics import SetUpError
+    from recipe.arise.adapters.trainer_setup import SetUpError
     from recipe.arise.core.arise_config import ARISEConfig
 
     class Host(GateMixin):
@@ -165,7 +165,7 @@ def test_the_trainer_runs_every_set_up_call_its_mixins_declare():
     ARISETrainer.__init__ calls that method."""
     from recipe.arise.adapters import trainer_gate, trainer_upload
     from recipe.arise.adapters.trainer import ARISETrainer
-    from recipe.arise.adapters.trainer_metrics import _SetBy
+    from recipe.arise.adapters.trainer_setup import _SetBy
 
     init = ast.parse(textwrap.dedent(inspect.getsource(ARISETrainer.__init__)))
     called = {n.func.attr for n in ast.walk(init) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
@@ -183,7 +183,7 @@ def test_the_trainer_runs_every_set_up_call_its_mixins_declare():
 
 
 def test_the_upload_channel_before_the_library_exists_names_the_call():
-    from recipe.arise.adapters.trainer_metrics import SetUpError
+    from recipe.arise.adapters.trainer_setup import SetUpError
     from recipe.arise.adapters.trainer_upload import UploadMixin
     from recipe.arise.core.arise_config import ARISEConfig
 

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from recipe.arise.adapters.scoring_requests import SCORING_PARAMS
-from recipe.arise.adapters.trainer_metrics import needs_set_up, set_by
+from recipe.arise.adapters.trainer_setup import needs_set_up, set_by
 from recipe.arise.core.calibration import GATE_FILE, GateCalibrator
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.scoring import score_queries
@@ -89,7 +89,7 @@ class GateMixin:
     """The trainer's gate: ``_gate`` (a :class:`GateCalibrator`) and the queries it rescores.
 
     Its host (:class:`GateHost`) calls :meth:`_init_gate` in its ``__init__`` (a read of the state
-    before raises :class:`~recipe.arise.adapters.trainer_metrics.SetUpError`), :meth:`_restore_gate`
+    before raises :class:`~recipe.arise.adapters.trainer_setup.SetUpError`), :meth:`_restore_gate`
     once its library is in place, and :meth:`_calibrate_gate_on_queries` only with a library."""
 
     _gate: GateCalibrator = set_by("GateMixin._init_gate()")

@@ -1,12 +1,11 @@
-"""The ARISE trainer's per-step metrics (verl's tracker), its one console line per step, the
-:class:`StepState` it gathers over a global step's sampled batches, and the set-up order of its
-state (:class:`SetUpError`: a mixin's method ran before the call that makes the state it reads)."""
+"""The ARISE trainer's per-step metrics (verl's tracker), its one console line per step, and the
+:class:`StepState` it gathers over a global step's sampled batches."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -15,42 +14,6 @@ from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_entry import Provenance, utility_uplift_disagreement
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.skill import SkillDoc
-
-T = TypeVar("T")
-
-
-class SetUpError(RuntimeError, AttributeError):
-    """A trainer mixin read state before the set-up call that makes it. An AttributeError too, so
-    ``hasattr``/``getattr(..., default)`` still see an unset attribute as absent."""
-
-
-class _SetBy:
-    """A mixin's own state attribute, assigned by its set-up call: the value assigned lives in the
-    instance and shadows this (a non-data descriptor), so only a read before the set-up gets here."""
-
-    def __init__(self, setup: str):
-        self.setup = setup
-        self.where = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.where = f"{owner.__name__}.{name}"
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        raise SetUpError(f"ARISE: {self.where} read before {self.setup} set it (the trainer's __init__ calls it)")
-
-
-def set_by(setup: str) -> Any:
-    """Declare a mixin's state attribute (annotated beside it) and the set-up call that assigns it."""
-    return _SetBy(setup)
-
-
-def needs_set_up(value: T | None, name: str, setup: str) -> T:
-    """``value``, the host's state ``name``; None means ``setup`` has not run yet: SetUpError naming it."""
-    if value is None:
-        raise SetUpError(f"ARISE: {name} is None: {setup} has not run yet (it builds it)")
-    return value
 
 
 @dataclasses.dataclass
@@ -176,4 +139,4 @@ def step_metrics(
     return m
 
 
-__all__ = ["SetUpError", "StepState", "SummaryCounts", "console_line", "needs_set_up", "set_by", "step_metrics"]
+__all__ = ["StepState", "SummaryCounts", "console_line", "step_metrics"]

@@ -23,7 +23,8 @@ import ray
 import transfer_queue as tq
 
 from recipe.arise.adapters.scoring_requests import SCORING_PARAMS, engine_params
-from recipe.arise.adapters.trainer_metrics import StepState, needs_set_up
+from recipe.arise.adapters.trainer_metrics import StepState
+from recipe.arise.adapters.trainer_setup import needs_set_up
 from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
 from recipe.arise.core.prompts import inject_skill
 from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
@@ -68,7 +69,7 @@ class UploadHost(Protocol):
 class UploadMixin:
     """The trainer's summary rollouts and exact IG. The summaries and the exact IG need the library
     (and streaming its replica): they run only after the host's ``_load_checkpoint`` built them; a
-    call before raises :class:`~recipe.arise.adapters.trainer_metrics.SetUpError`."""
+    call before raises :class:`~recipe.arise.adapters.trainer_setup.SetUpError`."""
 
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
         """Each query group with tau+ non-empty or a correct unaided trace: question, messages, success
