@@ -77,12 +77,15 @@ def test_concurrent_calls_do_not_block_the_event_loop(tmp_path):
                 ticks += 1
 
         task = asyncio.create_task(ticker())
-        results = await asyncio.gather(*(tool.execute("i", {"code": f"print({i})"}) for i in range(3)))
+        # each call takes >= 0.3 s: an event loop blocked by the calls would tick at most between them
+        code = "import time; time.sleep(0.3); print({})"
+        results = await asyncio.gather(*(tool.execute("i", {"code": code.format(i)}) for i in range(3)))
         task.cancel()
         return ticks, [r[0].text for r in results]
 
     ticks, texts = asyncio.run(main())
-    assert texts == ["0", "1", "2"] and ticks >= 2
+    # >= 0.6 s of calls (3 on 2 slots) is >= 12 ticks of 0.05 s while the loop runs; blocked, <= 3
+    assert texts == ["0", "1", "2"] and ticks >= 6, ticks
 
 
 def test_step_metrics_from_the_batch_fields():

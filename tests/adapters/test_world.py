@@ -91,3 +91,11 @@ def test_the_tokenizer_splits_names_into_syllables_the_warm_start_trains(familie
         pieces = tok.tokenize(world.question(fam, 1, 2))[1:3]
         assert "".join(pieces).lstrip("Ġ") == fam  # two syllable tokens, no whole-name token
         assert set(pieces) <= seen
+
+
+def test_a_warm_start_of_unknown_stages_is_refused_before_anything_is_built(tmp_path):
+    with pytest.raises(ValueError, match=r"stages \['scoring'\]"):
+        world.build_world_assets(tmp_path / "w", stages=("scoring",))
+    with pytest.raises(ValueError, match="at least one"):
+        world.build_world_assets(tmp_path / "w", stages=())
+    assert not (tmp_path / "w").exists()

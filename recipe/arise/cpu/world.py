@@ -130,6 +130,10 @@ def make_rows(problems, families: dict[str, int], split_name: str) -> list[dict]
     return rows
 
 
+# the warm start's stages: answering, reading an injected skill, the summary format, the scoring context
+STAGES = ("answer", "read", "summary", "score")
+
+
 def warm_start_examples(names: list[str], rng: random.Random, per_stage: int = 2000) -> dict[str, list]:
     """The four warm-start stages' examples, (prefix kind, user text, target). Only ``names`` appear
     (the warm-start names); k is drawn afresh for every example, so no name has a rule."""
@@ -215,15 +219,21 @@ def build_world_assets(
     seed: int = 0,
     hidden: int = 128,
     layers: int = 2,
+    stages: tuple[str, ...] = STAGES,
 ) -> dict:
     """Write model/, data/train.parquet, data/val.parquet (held-out queries of every family) and
     world.json (the families' rules, for the report) under ``out_dir``; return their paths.
 
-    Warm-start steps per stage: answering and reading ``sft_steps`` each, summary 3/5, scoring 1/5."""
+    Warm-start steps per stage: answering and reading ``sft_steps`` each, summary 3/5, scoring 1/5;
+    only the ``stages`` named are trained (the selection-relevance test needs only ``("score",)``:
+    the Manager's scoring context, a fifth of the full warm start's time)."""
     import pandas as pd
     import torch
     from transformers import AutoTokenizer
 
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown or not stages:
+        raise ValueError(f"world warm-start stages {list(stages)}: each one of {list(STAGES)}, at least one")
     started = time.time()
     out = Path(out_dir)
     model_dir, data_dir = out / "model", out / "data"
@@ -248,16 +258,13 @@ def build_world_assets(
             raise RuntimeError(f"the world tokenizer encodes differently after reloading: {text[:60]!r}")
 
     ex = warm_start_examples(names, rng)
-    stages = [
-        (ex["answer"], sft_steps, 32),
-        (ex["read"], sft_steps, 16),
-        (ex["summary"], sft_steps * 3 // 5, 8),
-        (ex["score"], sft_steps // 5, 16),
-    ]
+    plan = {"answer": (sft_steps, 32), "read": (sft_steps, 16), "summary": (sft_steps * 3 // 5, 8)}
+    plan["score"] = (sft_steps // 5, 16)
+    schedule = [(ex[name], *plan[name]) for name in STAGES if name in stages]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as tiny.build_tiny_assets: tiny matrices, shared cores
     try:
-        loss = warm_start(model, tokenizer, stages, seed=seed)
+        loss = warm_start(model, tokenizer, schedule, seed=seed)
     finally:
         torch.set_num_threads(threads)
     model.save_pretrained(model_dir)
@@ -375,10 +382,16 @@ def assets_key(**params) -> str:
 
 
 def cached_world(
-    cache_root: str | os.PathLike | None = None, n_families: int = 6, sft_steps: int = 600, seed: int = 0
+    cache_root: str | os.PathLike | None = None,
+    n_families: int = 6,
+    sft_steps: int = 600,
+    seed: int = 0,
+    stages: tuple[str, ...] = STAGES,
 ) -> Path:
     """The world's assets in the content-keyed cache ($ARISE_CACHE or ~/.cache/arise), built on first use."""
-    params = {"n_families": n_families, "sft_steps": sft_steps, "seed": seed}
+    params: dict = {"n_families": n_families, "sft_steps": sft_steps, "seed": seed}
+    if tuple(stages) != STAGES:  # the full warm start keeps the key it always had
+        params["stages"] = list(stages)
     target = asset_cache.cache_root(cache_root) / f"world-{assets_key(**params)}"
     return asset_cache.build_cached(target, lambda folder: build_world_assets(folder, **params))
 
