@@ -41,9 +41,10 @@ def pytest_configure(config) -> None:
     )
 
 
-# the e2e modules that launch the trainer, longest first (faults: two launches; evaluation then plain
-# GRPO): two launches at a time, not three (each tiny run holds ~14 GB; three thrashed 2 cores and 24 GiB)
-LAUNCHING = ("test_faults_e2e.py", "test_cpu_e2e.py")
+# the e2e modules that launch the trainer, longest first (faults: two launches; evaluation; plain GRPO):
+# CI runs them side by side, one pytest-xdist worker each (a tiny run keeps about one core busy and
+# holds ~3 GB; the fast tier beside them runs at a lower priority, FAST_TIER_NICENESS)
+LAUNCHING = ("test_faults_e2e.py", "test_cpu_e2e.py", "test_grpo_e2e.py")
 
 
 def _launch_rank(item) -> int:
@@ -53,7 +54,7 @@ def _launch_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # under pytest-xdist (CI: -n 3 --dist loadfile --no-loadscope-reorder, each file one work
+        # under pytest-xdist (CI: -n 4 --dist loadfile --no-loadscope-reorder, each file one work
         # unit, handed out in collection order) the e2e files go first, one worker each, so that
         # their launches start at once and the fast tier fills the cores beside them
         # the modules that launch training runs lead, the longest first, so that each worker starts
@@ -67,6 +68,21 @@ def pytest_collection_modifyitems(config, items) -> None:
         items[:] = [item for item in items if not item.get_closest_marker("shared_data")]
         config.hook.pytest_deselected(items=deselected)
         config._arise_shared_deselected = len(deselected)
+
+
+# How much lower a pytest-xdist worker's priority is once it runs the fast tier: the e2e launches
+# (the e2e files go first, one worker each) are the run's critical path, each a chain of Ray actors
+# that start one after another, and on 2 cores a launch starved by the fast tier beside it took 12
+# minutes to start; at a lower priority the fast tier takes the cycles the launches leave.
+FAST_TIER_NICENESS = 10
+
+
+def pytest_runtest_setup(item) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER") or item.get_closest_marker("e2e") is not None:
+        return
+    if not getattr(item.config, "_arise_niced", False):
+        item.config._arise_niced = True
+        os.nice(FAST_TIER_NICENESS)  # raising one's own niceness needs no privilege
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
