@@ -9,10 +9,18 @@
 
 Fixtures: ``stack`` (session, parametrised ``cpu`` / ``gpu``) and ``source`` (``stack.source``).
 Where the stacks legitimately differ, a test keys its expectation on ``stack.version(package)``.
+
+Probes without extra environment run in a forked child of the stack's zygote (tests/helpers/
+probe_zygote.py: one per stack and pytest process, started on first use with the probe's
+environment, ``PRELOAD`` imported, ended at session end or after ``IDLE_S`` without a probe), which
+saves each probe the imports; a probe with extra environment (read at import time) runs in a fresh
+subprocess, and so does every probe once a stack's zygote cannot start or is gone (said once on
+stderr).
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import os
@@ -22,9 +30,23 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from probe_zygote import Zygote, ZygoteError  # tests/helpers (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("verl", "vllm", "transformers")  # import package == GPU distribution name
+# what the zygotes import before forking: modules most probes import (measured: the probes' CPU in
+# the zygotes 44 s with the four packages alone, 27 s with these), none starting a thread that
+# outlives a fork (verl.trainer.ppo.v1 would: pyarrow's jemalloc thread, via datasets)
+PRELOAD = ("torch", "transformers", "transformers.modeling_utils", "vllm", "vllm.config", "vllm.sampling_params")
+PRELOAD += ("verl", "verl.workers.config", "hydra")
+# a zygote holds ~0.4 GB: it ends itself after this long without a probe (restarted on the next)
+IDLE_S = 120
+ZYGOTES: dict[str, Zygote | None] = {}  # per stack; None: it failed, fresh subprocesses instead
+# variables that may differ from the zygote's, set in the child (no preloaded module reads them at
+# import): pytest's per test phase, and TORCH_CUDA_ARCH_LIST, which verl's megatron engine leaks into
+# pytest's environment when an in-process import of verl.workers.engine fails on megatron (torch
+# reads it only to build an extension)
+VOLATILE_ENV = {"PYTEST_CURRENT_TEST", "TORCH_CUDA_ARCH_LIST"}
 
 
 @cache
@@ -72,20 +94,60 @@ class Stack:
 
     def run(self, code: str, *args: str, env: dict | None = None, timeout: float = 300) -> str:
         """``python -c code args`` on this stack; returns stdout (asserts a zero exit)."""
-        proc = subprocess.run(
-            [sys.executable, "-c", code, *args],
-            cwd=REPO,
-            env=self.env(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        assert proc.returncode == 0, f"[{self.name}] probe failed:\n{proc.stderr[-4000:]}"
-        return proc.stdout
+        result = self._forked(code, args, timeout) if env is None else None
+        if result is None:
+            proc = subprocess.run(
+                [sys.executable, "-c", code, *args],
+                cwd=REPO,
+                env=self.env(env),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            result = proc.returncode, proc.stdout, proc.stderr
+        returncode, stdout, stderr = result
+        assert returncode == 0, f"[{self.name}] probe failed:\n{stderr[-4000:]}"
+        return stdout
+
+    def _forked(self, code: str, args: tuple[str, ...], timeout: float) -> tuple[int, str, str] | None:
+        """(returncode, stdout, stderr) of the probe run by this stack's zygote; None without one."""
+        env = self.env()
+        if self.name not in ZYGOTES:
+            ZYGOTES[self.name] = Zygote(env, REPO, PRELOAD, idle_s=IDLE_S)
+        zygote = ZYGOTES[self.name]
+        if zygote is None:
+            return None
+        try:
+            # pytest's environment changes: VOLATILE_ENV, and what in-process imports of vLLM or verl
+            # set (as the preloads set them in the zygote: not a difference); anything else the
+            # preloaded modules may have read, so that probe gets a fresh subprocess
+            if zygote.differs(env) - VOLATILE_ENV:
+                return None
+            return zygote.run(code, args, timeout, env=env)
+        except ZygoteError as exc:  # not a probe failure: the probe then runs in a fresh subprocess
+            print(f"[{self.name}] probe zygote unavailable, fresh subprocesses from now on: {exc}", file=sys.stderr)
+            zygote.close()
+            ZYGOTES[self.name] = None
+            return None
+
+
+@atexit.register
+def close_zygotes() -> None:
+    for zygote in ZYGOTES.values():
+        if zygote is not None:
+            zygote.close()
+    ZYGOTES.clear()
+
+
+@pytest.fixture(scope="session")
+def zygotes():
+    """Ends the stacks' zygotes when the session ends (atexit is the fallback)."""
+    yield ZYGOTES
+    close_zygotes()
 
 
 @pytest.fixture(scope="session", params=["cpu", "gpu"])
-def stack(request) -> Stack:
+def stack(request, zygotes) -> Stack:
     return Stack(request.param)
 
 
