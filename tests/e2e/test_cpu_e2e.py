@@ -10,8 +10,8 @@ One run per distinct configuration, and every assertion about a configuration re
   the run is complete and has the default settings, then the tests read it. Without
   ``ARISE_SMOKE_OUT`` (or with an incomplete run there) the fixture runs the same command itself
   with ``OUT_DIR`` under pytest's tmp.
-- plain GRPO (``ARISE=false``) through the same code path: a launch of its own, in
-  tests/e2e/test_grpo_e2e.py (a module of its own, so that pytest-xdist runs it beside this one).
+- plain GRPO (``ARISE=false``) through the same code path: a launch of its own, after the
+  evaluation on the same pytest-xdist worker (two launches at once on 2 cores and 24 GiB, not three).
 - the step-6 checkpoint evaluated with ``run_scripts/eval_arise.sh`` on verl's validation machinery.
 
 The streamed summaries, the resume with the library restored exactly and the trained Manager
@@ -38,6 +38,7 @@ from omegaconf import OmegaConf
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_log import read_log
 from recipe.arise.core.skill import load_seed_skills
+from recipe.arise.tools import verdict
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -276,3 +277,19 @@ def test_eval_on_validation_machinery(arise_run, tmp_path):
     assert any("rollout server ready" in line for line in console), "\n".join(console)
     assert f"[eval] full log: {tmp_path / 'eval' / 'eval.log'}" in console
     assert "val-core/" in (tmp_path / "eval" / "eval.log").read_text()  # verl's own output, whole, in the log
+
+
+def test_plain_grpo_through_the_same_path(tmp_path, tiny):
+    # no preflight: README command 2 runs it, and tests/test_run_scripts.py checks this config with it
+    smoke_run.launch(tmp_path, TINY_DIR=tiny, STEPS=2, ARISE="false", SAVE_FREQ=2, SKIP_PREFLIGHT=1)
+    metrics = smoke_run.metrics(tmp_path)
+    assert sorted(metrics) == [1, 2]
+    assert all(metrics[s]["actor/grad_norm"] > 0.0 for s in metrics)
+    # only the run-level keys the trainer logs with ARISE on or off (rows dropped at load, the tool's)
+    assert not [k for k in metrics[2] if k.startswith("arise/") and k not in verdict.RUN_KEYS], metrics[2]
+    assert metrics[2]["arise/rows_dropped"] == 0.0
+    folder = tmp_path / "checkpoints" / "global_step_2"
+    assert (folder / "actor").is_dir()
+    assert not (folder / "arise" / "library.parquet").exists()  # no library: ARISE is off
+    # the settings the step was trained with are recorded for every run (a resume compares them)
+    assert OmegaConf.load(folder / "arise" / "config.yaml").arise.enable is False
