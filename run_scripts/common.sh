@@ -248,7 +248,7 @@ run_main() {
   local rc=0
   run_logged "$$-$RANDOM-1" "$entry" "$@" || rc=$?
   # Ray waits a fixed 30 s (not configurable: ray/_private/node.py) for its raylet to register; on an
-  # overloaded machine (CI: three tiny runs and the fast tier on 2 cores) it can miss that before any
+  # overloaded machine (CI: two tiny runs and the fast tier on 2 cores) it can miss that before any
   # of the run has started: launch once more, saying so (the first attempt's log is kept beside)
   # (a regular file only: a LOG_FILE such as /dev/full reads endlessly)
   if [ "$rc" != 0 ] && [ -f "$LOG_FILE" ] && grep -q "The current node timed out during startup" "$LOG_FILE" &&

@@ -258,8 +258,12 @@ def build_world_assets(
             raise RuntimeError(f"the world tokenizer encodes differently after reloading: {text[:60]!r}")
 
     ex = warm_start_examples(names, rng)
-    plan = {"answer": (sft_steps, 32), "read": (sft_steps, 16), "summary": (sft_steps * 3 // 5, 8)}
-    plan["score"] = (sft_steps // 5, 16)
+    plan = {
+        "answer": (sft_steps, 32),
+        "read": (sft_steps, 16),
+        "summary": (sft_steps * 3 // 5, 8),
+        "score": (sft_steps // 5, 16),
+    }
     schedule = [(ex[name], *plan[name]) for name in STAGES if name in stages]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as tiny.build_tiny_assets: tiny matrices, shared cores
