@@ -19,6 +19,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# One OpenMP thread in every test process and in what it starts, set before anything imports torch
+# (libgomp reads it when it loads), as run_scripts/cpu_env.sh does for the launches: the tests'
+# matrices are tiny, and two spinning OpenMP threads a process beside CI's launches on 2 cores cost
+# more CPU than they save (the relevance test took 24.5 s instead of 3.7 s in a CI run).
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 FIXTURES_RAW = REPO / "tests" / "fixtures" / "raw"
 # shared test helpers (``from byte_tokenizer import ByteTokenizer``): test modules cannot import each
 # other, and ``tests`` itself names verl's installed package
@@ -73,8 +79,10 @@ def pytest_collection_modifyitems(config, items) -> None:
 # How much lower a pytest-xdist worker's priority is once it runs the fast tier: the e2e launches
 # (the e2e files go first, one worker each) are the run's critical path, each a chain of Ray actors
 # that start one after another, and on 2 cores a launch starved by the fast tier beside it took 12
-# minutes to start; at a lower priority the fast tier takes the cycles the launches leave.
-FAST_TIER_NICENESS = 10
+# minutes to start; at a lower priority the fast tier takes the cycles the launches leave. Ray runs
+# its workers (every actor of a launch, the vLLM engine under them) at nice 15 (its worker_niceness),
+# so the fast tier goes lower still: at nice 10 it had three times an actor's share of a core.
+FAST_TIER_NICENESS = 19
 
 
 def pytest_runtest_setup(item) -> None:
