@@ -21,8 +21,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # One OpenMP thread in every test process and in what it starts, set before anything imports torch
 # (libgomp reads it when it loads), as run_scripts/cpu_env.sh does for the launches: the tests'
-# matrices are tiny, and two spinning OpenMP threads a process beside CI's launches on 2 cores cost
-# more CPU than they save (the relevance test took 24.5 s instead of 3.7 s in a CI run).
+# matrices are tiny, and OpenMP threads spin when processes share the cores (recipe/arise/cpu/tiny.py:
+# 20 warm-start steps took 9 s on one thread, 179 s on two under load).
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 FIXTURES_RAW = REPO / "tests" / "fixtures" / "raw"

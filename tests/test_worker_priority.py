@@ -15,8 +15,7 @@ def test_the_fast_tier_yields_to_the_launches_under_xdist(request):
 
 
 def test_test_processes_run_one_openmp_thread():
-    # tests/conftest.py sets it before torch loads (a user's own value is kept): two spinning OpenMP
-    # threads a process beside CI's launches cost more CPU than they save
+    # tests/conftest.py sets it before torch loads (a user's own value is kept)
     import torch
 
     assert torch.get_num_threads() <= int(os.environ["OMP_NUM_THREADS"])
