@@ -47,9 +47,16 @@ def pytest_configure(config) -> None:
     )
 
 
-# the e2e modules that launch the trainer, longest first (faults: two launches; evaluation then plain
-# GRPO): two launches at a time, not three (three beside the fast tier took 24 GiB to 95%, where Ray's
-# memory monitor killed workers of two of them); the fast tier beside them at a lower priority
+def _launch_tier_selected(config) -> bool:
+    """The launch tier (``launch``: tests that start trainer or engine launches of their own) runs
+    only when the marker expression names it (``-m launch``); docs/testing.md says why."""
+    return "launch" in (config.getoption("markexpr", default="") or "")
+
+
+# the launch tier's modules (docs/testing.md), longest first (faults: two launches; evaluation then
+# plain GRPO): under `-n 2 --dist loadfile` one on each worker, so two launches at a time, not three
+# (three beside the fast tier took 24 GiB to 95%, where Ray's memory monitor killed workers of two of
+# them)
 LAUNCHING = ("test_faults_e2e.py", "test_cpu_e2e.py")
 
 
@@ -60,13 +67,18 @@ def _launch_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # under pytest-xdist (CI: -n 3 --dist loadfile --no-loadscope-reorder, each file one work
-        # unit, handed out in collection order) the e2e files go first, one worker each, so that
-        # their launches start at once and the fast tier fills the cores beside them
-        # the modules that launch training runs lead, the longest first, so that each worker starts
-        # one (xdist hands each worker its first two files at once: a launch queued behind another on
-        # the same worker would run after it, not beside it)
+        # under pytest-xdist (CI: -n 2 --dist loadfile --no-loadscope-reorder, each file one work
+        # unit, handed out in collection order) the e2e files go first, the modules that launch
+        # training runs (the launch tier) the longest first, so that each worker starts one (xdist
+        # hands each worker its first two files at once: a launch queued behind another on the same
+        # worker would run after it, not beside it)
         items.sort(key=lambda item: (item.get_closest_marker("e2e") is None, _launch_rank(item)))
+    if not _launch_tier_selected(config):
+        launches = [item for item in items if item.get_closest_marker("launch")]
+        if launches:
+            items[:] = [item for item in items if not item.get_closest_marker("launch")]
+            config.hook.pytest_deselected(items=launches)
+            config._arise_launch_deselected = len(launches)
     if _shared_raw_present():
         return
     deselected = [item for item in items if item.get_closest_marker("shared_data")]
@@ -94,6 +106,13 @@ def pytest_runtest_setup(item) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    launches = getattr(config, "_arise_launch_deselected", 0)
+    if launches:
+        terminalreporter.write_line(
+            f"{launches} launch-tier tests deselected: they start trainer launches of their own (the faults "
+            "scenario, evaluation, plain GRPO, the prefix-cache probe); run them with "
+            "`python -m pytest -q -m launch tests` (docs/testing.md)"
+        )
     n = getattr(config, "_arise_shared_deselected", 0)
     if n:
         terminalreporter.write_line(

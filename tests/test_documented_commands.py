@@ -1,4 +1,4 @@
-"""Every command line README.md, docs/tools.md, docs/agent_loops.md and docs/sandbox.md show is run
+"""Every command line README.md, docs/tools.md, docs/agent_loops.md, docs/sandbox.md and docs/testing.md show is run
 here, as written, in its cheapest faithful form; HOW maps each one to how, and a command the docs
 show without an entry in HOW fails the test (as does an entry the docs no longer show).
 
@@ -16,6 +16,8 @@ show without an entry in HOW fails the test (as does an entry the docs no longer
   progress line, the vLLM start (the whole CPU run was checked by hand: docs/tools.md).
 - ``sandbox``: docs/sandbox.md's block, run in order.
 - ``elsewhere``: needs the network or a GPU machine; the entry says what checks it instead.
+- ``launch``: the launch tier (docs/testing.md): ``bash .ci/run --launches`` runs it verbatim after
+  README command 1; per-stop CI does not (it would take CI past ten minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md")
+DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md")
 SMOKE = os.environ.get("ARISE_SMOKE_OUT")
 
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
     "PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": "ci",
+    # docs/testing.md: the launch tier
+    ".venv/bin/python -m pytest -q -m launch tests": "launch",
+    "bash .ci/run --launches": "launch",
     # README: on GPUs
     "bash scripts/install_gpu.sh .venv && . .venv/bin/activate": "elsewhere: .ci/run resolves it "
     "(install_gpu.sh --dry-run) and tests/tools/test_gpu_stack.py reads the resolution",
@@ -138,7 +143,7 @@ def test_every_documented_command_says_how_it_is_exercised():
     stale = [c for c in HOW if c not in shown]
     assert not stale, "HOW names commands no document shows any more:\n" + "\n".join(stale)
     kinds = {how.split(":")[0] for how in HOW.values()}
-    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere"}, kinds
+    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "launch"}, kinds
 
 
 def test_ci_runs_its_commands_verbatim():
@@ -146,6 +151,17 @@ def test_ci_runs_its_commands_verbatim():
     for command in _of("ci"):
         assert command in ci, command
     assert any("install_gpu.sh --dry-run" in line for line in ci)  # the GPU install's resolution
+
+
+def test_ci_runs_the_launch_tier_when_asked():
+    """`bash .ci/run --launches` runs the launch tier's command verbatim, after README command 1."""
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert any(line.startswith("case") and "--launches) LAUNCHES=1" in line for line in ci)
+    tier = [c for c in _of("launch") if not c.startswith("bash .ci/run")]
+    assert tier
+    command_1 = ".venv/bin/python -m pytest -q tests"
+    for command in tier:
+        assert command in ci and ci.index(command) > max(i for i, line in enumerate(ci) if command_1 in line), command
 
 
 @pytest.mark.parametrize("command", _of("elsewhere"))

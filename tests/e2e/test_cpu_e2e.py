@@ -242,6 +242,7 @@ def test_inspect_and_report_on_the_run(arise_run, tmp_path):
     assert parsed.provenance.query[:40] in shown and "summary rollout's JSON" in shown
 
 
+@pytest.mark.launch
 def test_eval_on_validation_machinery(arise_run, tmp_path):
     cfg = smoke_run.config(arise_run)
     env = {
@@ -279,6 +280,7 @@ def test_eval_on_validation_machinery(arise_run, tmp_path):
     assert "val-core/" in (tmp_path / "eval" / "eval.log").read_text()  # verl's own output, whole, in the log
 
 
+@pytest.mark.launch
 def test_plain_grpo_through_the_same_path(tmp_path, tiny):
     # no preflight: README command 2 runs it, and tests/test_run_scripts.py checks this config with it
     smoke_run.launch(tmp_path, TINY_DIR=tiny, STEPS=2, ARISE="false", SAVE_FREQ=2, SKIP_PREFLIGHT=1)

@@ -65,7 +65,7 @@ from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_log import library_digest, read_log
 from recipe.arise.tools.report import read_metrics
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.launch]
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "run_scripts" / "cpu_smoke_arise.sh"
 MARKER = "ARISE_FAULTS_RUN"
@@ -524,18 +524,3 @@ def test_trained_manager_uses_skills_and_trains_their_tokens(faults):
     assert sum(m["arise/skill_tokens_in_loss"] for m in b.values()) > 0
     for m in b.values():  # tokens in the loss only where skills were used
         assert (m["arise/skill_tokens_in_loss"] > 0) <= (m["arise/skill_use_rate"] > 0)
-
-
-# ----------------------------------------------------------------------------- the tracker file
-def test_an_interrupted_tracker_write_fails_loudly(tmp_path):
-    """verl writes latest_checkpointed_iteration.txt with open(..., "w").write(...): a kill between
-    the truncation and the write leaves it empty; its reader then raises at start-up (the next
-    launch fails, it never resumes from a wrong folder nor starts over silently)."""
-    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-    (tmp_path / "global_step_2").mkdir()
-    (tmp_path / "latest_checkpointed_iteration.txt").write_text("")
-    with pytest.raises(ValueError):
-        find_latest_ckpt_path(str(tmp_path))
-    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
-    assert find_latest_ckpt_path(str(tmp_path)) == str(tmp_path / "global_step_2")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.launch]
 REPO = Path(__file__).resolve().parents[2]
 
 PROBE = r"""

@@ -166,3 +166,19 @@ def test_the_launch_record_is_written_atomically(tmp_path, base, monkeypatch):
     with pytest.raises(OSError):
         preflight.record_launch(_cfg(base, root, arise__selection__gate=0.25))
     assert (root / preflight.RUN_CONFIG).read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------- verl's tracker file
+def test_an_interrupted_tracker_write_fails_loudly(tmp_path):
+    """verl writes latest_checkpointed_iteration.txt with open(..., "w").write(...): a kill between
+    the truncation and the write leaves it empty; its reader then raises at start-up (the next
+    launch fails, it never resumes from a wrong folder nor starts over silently). A kill inside a save
+    of the whole run: tests/e2e/test_faults_e2e.py."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    (tmp_path / "global_step_2").mkdir()
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("")
+    with pytest.raises(ValueError):
+        find_latest_ckpt_path(str(tmp_path))
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    assert find_latest_ckpt_path(str(tmp_path)) == str(tmp_path / "global_step_2")
