@@ -4,6 +4,16 @@
 set -euo pipefail
 VENV=${1:-.venv}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# what the install is made from: a venv this script completed from the same inputs is left as it is
+# (README command 1 right after command 2, as in CI: ~12 s of pip and uv checks and imports saved);
+# the project itself is editable, so its code needs no reinstall. rm "$VENV/.arise-install" forces one.
+STAMP="$VENV/.arise-install"
+KEY=$(cat "$ROOT/scripts/install_cpu.sh" "$ROOT/pyproject.toml" "$ROOT/requirements/cpu-constraints.txt" | sha256sum | cut -c1-16)
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$KEY" ]; then
+  echo "installed: $VENV is up to date (same install script, pyproject.toml and constraints)"
+  exit 0
+fi
+rm -f "$STAMP"
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --upgrade pip
@@ -20,3 +30,4 @@ $PIP install -q torch==2.13.0 uv                 # the local CPU build; install 
 $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/recipe" > /dev/null  # the project is editable: its bytecode too
 "$VENV/bin/python" -c "import torch, verl, vllm, recipe.arise; print('installed: torch', torch.__version__, 'verl', verl.__version__, 'vllm', vllm.__version__)"
+echo "$KEY" > "$STAMP"

@@ -53,3 +53,26 @@ def test_every_data_file_of_the_package_is_package_data():
     listed = {f for pkg, patterns in globs.items() for g in patterns for f in REPO.joinpath(*pkg.split(".")).glob(g)}
     unlisted = [str(p.relative_to(REPO)) for p in files if p not in listed]
     assert unlisted == [], f"not in [tool.setuptools.package-data], so not installed: {unlisted}"
+
+
+def test_the_cpu_install_leaves_an_up_to_date_venv_as_it_is(tmp_path):
+    """README command 1 after command 2 (CI): the venv is stamped with the install's inputs and left as
+    it is; a changed input (here the stamp) reinstalls."""
+    import hashlib
+    import subprocess
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"  # any call to it means the install ran
+    python.write_text(f"#!/bin/sh\necho called >> {tmp_path / 'calls'}\nexit 3\n")
+    python.chmod(0o755)
+    inputs = ("scripts/install_cpu.sh", "pyproject.toml", "requirements/cpu-constraints.txt")
+    key = hashlib.sha256(b"".join((REPO / f).read_bytes() for f in inputs)).hexdigest()[:16]
+    (venv / ".arise-install").write_text(key + "\n")
+    script = str(REPO / "scripts" / "install_cpu.sh")
+    proc = subprocess.run(["bash", script, str(venv)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "up to date" in proc.stdout and not (tmp_path / "calls").exists()
+    (venv / ".arise-install").write_text("stale\n")
+    proc = subprocess.run(["bash", script, str(venv)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and (tmp_path / "calls").exists()  # it installed (into the fake python)
+    assert not (venv / ".arise-install").exists()  # and a failed install leaves no stamp
