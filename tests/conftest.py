@@ -105,6 +105,25 @@ def pytest_runtest_setup(item) -> None:
         os.nice(FAST_TIER_NICENESS)  # raising one's own niceness needs no privilege
 
 
+# under pytest-xdist the workers collect and deselect; each reports its counts to the controller,
+# which writes the summary lines
+_DESELECTED = ("_arise_launch_deselected", "_arise_shared_deselected")
+
+
+def pytest_sessionfinish(session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # set on a pytest-xdist worker only
+    if output is not None:
+        for name in _DESELECTED:
+            output[name] = getattr(session.config, name, 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    output = getattr(node, "workeroutput", None) or {}
+    for name in _DESELECTED:  # every worker collects the whole suite: the same counts
+        setattr(node.config, name, max(getattr(node.config, name, 0), output.get(name, 0)))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     launches = getattr(config, "_arise_launch_deselected", 0)
     if launches:

@@ -102,3 +102,7 @@ def test_command_1_leaves_the_launch_tier_out_and_says_so(pytester):
     default.stdout.fnmatch_lines(["*1 launch-tier tests deselected*pytest -q -m launch tests*"])
     tier = pytester.runpytest("-p", "no:xdist", "-m", "launch")
     tier.assert_outcomes(passed=1, deselected=1)
+    # as CI runs it: the workers deselect, the controller says so
+    workers = pytester.runpytest_subprocess("-n", "2")
+    workers.assert_outcomes(passed=1)
+    workers.stdout.fnmatch_lines(["*1 launch-tier tests deselected*pytest -q -m launch tests*"])
