@@ -8,6 +8,9 @@ Data: tests that read raw dataset files run on the few hand-written rows in ``te
 local copies in ``../shared/data/raw`` (or ``$ARISE_SHARED_DIR/data/raw``) where those exist: that
 variant carries the ``shared_data`` marker and is deselected -- not skipped -- when the folder is
 absent, with a line in the summary saying so.  So a fresh clone runs the fast tier with no skips.
+
+Tiers (docs/testing.md): the ``launch`` tests, which start trainer or engine launches of their own,
+are deselected the same way unless the marker expression names them (``-m launch``).
 """
 
 from __future__ import annotations
