@@ -77,18 +77,18 @@ def pytest_collection_modifyitems(config, items) -> None:
         # worker would run after it, not beside it)
         items.sort(key=lambda item: (item.get_closest_marker("e2e") is None, _launch_rank(item)))
     if not _launch_tier_selected(config):
-        launches = [item for item in items if item.get_closest_marker("launch")]
-        if launches:
-            items[:] = [item for item in items if not item.get_closest_marker("launch")]
-            config.hook.pytest_deselected(items=launches)
-            config._arise_launch_deselected = len(launches)
-    if _shared_raw_present():
-        return
-    deselected = [item for item in items if item.get_closest_marker("shared_data")]
-    if deselected:
-        items[:] = [item for item in items if not item.get_closest_marker("shared_data")]
-        config.hook.pytest_deselected(items=deselected)
-        config._arise_shared_deselected = len(deselected)
+        _deselect(config, items, "launch", "_arise_launch_deselected")
+    if not _shared_raw_present():
+        _deselect(config, items, "shared_data", "_arise_shared_deselected")
+
+
+def _deselect(config, items, marker: str, count_attr: str) -> None:
+    """Deselect (not skip) the items carrying ``marker``; the summary line reports the count."""
+    dropped = [item for item in items if item.get_closest_marker(marker)]
+    if dropped:
+        items[:] = [item for item in items if not item.get_closest_marker(marker)]
+        config.hook.pytest_deselected(items=dropped)
+        setattr(config, count_attr, len(dropped))
 
 
 # How much lower a pytest-xdist worker's priority is once it runs the fast tier: the e2e launches

@@ -55,8 +55,9 @@ def _launching_tests(path: Path) -> dict[str, tuple[bool, bool]]:
             return False
         if any(marker in text for marker in STARTS):
             return True
-        used = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
-        used |= {a.arg for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) for a in n.args.args}
+        nodes = list(ast.walk(ast.parse(text)))
+        used = {n.id for n in nodes if isinstance(n, ast.Name)}
+        used |= {a.arg for n in nodes if isinstance(n, ast.FunctionDef) for a in n.args.args}  # fixtures
         return any(starts(other, seen) for other in used - {name})
 
     module_marked = _module_marked(tree)
