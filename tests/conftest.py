@@ -9,8 +9,9 @@ local copies in ``../shared/data/raw`` (or ``$ARISE_SHARED_DIR/data/raw``) where
 variant carries the ``shared_data`` marker and is deselected -- not skipped -- when the folder is
 absent, with a line in the summary saying so.  So a fresh clone runs the fast tier with no skips.
 
-Tiers (docs/testing.md): the ``launch`` tests, which start trainer or engine launches of their own,
-are deselected the same way unless the marker expression names them (``-m launch``).
+Tiers (docs/testing.md): README command 1 (``pytest -q tests``) runs every test; the fast tier
+(``-m "not e2e"``) is the development loop; the ``launch`` tests, which start trainer or engine
+launches of their own, are the ones ``-m "not launch"`` leaves out.
 """
 
 from __future__ import annotations
@@ -50,12 +51,6 @@ def pytest_configure(config) -> None:
     )
 
 
-def _launch_tier_selected(config) -> bool:
-    """The launch tier (``launch``: tests that start trainer or engine launches of their own) runs
-    only when the marker expression names it (``-m launch``); docs/testing.md says why."""
-    return "launch" in (config.getoption("markexpr", default="") or "")
-
-
 # the launch tier's modules (docs/testing.md), longest first (faults: two launches; evaluation then
 # plain GRPO): under `-n 2 --dist loadfile` one on each worker, so two launches at a time, not three
 # (three beside the fast tier took 24 GiB to 95%, where Ray's memory monitor killed workers of two of
@@ -76,19 +71,12 @@ def pytest_collection_modifyitems(config, items) -> None:
         # hands each worker its first two files at once: a launch queued behind another on the same
         # worker would run after it, not beside it)
         items.sort(key=lambda item: (item.get_closest_marker("e2e") is None, _launch_rank(item)))
-    if not _launch_tier_selected(config):
-        _deselect(config, items, "launch", "_arise_launch_deselected")
-    if not _shared_raw_present():
-        _deselect(config, items, "shared_data", "_arise_shared_deselected")
-
-
-def _deselect(config, items, marker: str, count_attr: str) -> None:
-    """Deselect (not skip) the items carrying ``marker``; the summary line reports the count."""
-    dropped = [item for item in items if item.get_closest_marker(marker)]
-    if dropped:
-        items[:] = [item for item in items if not item.get_closest_marker(marker)]
-        config.hook.pytest_deselected(items=dropped)
-        setattr(config, count_attr, len(dropped))
+    if not _shared_raw_present():  # deselected (not skipped); the summary line reports the count
+        dropped = [item for item in items if item.get_closest_marker("shared_data")]
+        if dropped:
+            items[:] = [item for item in items if not item.get_closest_marker("shared_data")]
+            config.hook.pytest_deselected(items=dropped)
+            config._arise_shared_deselected = len(dropped)
 
 
 # How much lower a pytest-xdist worker's priority is once it runs the fast tier: the e2e launches
@@ -110,7 +98,7 @@ def pytest_runtest_setup(item) -> None:
 
 # under pytest-xdist the workers collect and deselect; each reports its counts to the controller,
 # which writes the summary lines
-_DESELECTED = ("_arise_launch_deselected", "_arise_shared_deselected")
+_DESELECTED = ("_arise_shared_deselected",)
 
 
 def pytest_sessionfinish(session) -> None:
@@ -128,13 +116,6 @@ def pytest_testnodedown(node, error) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    launches = getattr(config, "_arise_launch_deselected", 0)
-    if launches:
-        terminalreporter.write_line(
-            f"{launches} launch-tier tests deselected: they start trainer launches of their own (the faults "
-            "scenario, evaluation, plain GRPO, the prefix-cache probe); run them with "
-            "`python -m pytest -q -m launch tests` (docs/testing.md)"
-        )
     n = getattr(config, "_arise_shared_deselected", 0)
     if n:
         terminalreporter.write_line(

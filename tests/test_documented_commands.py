@@ -8,16 +8,17 @@ show without an entry in HOW fails the test (as does an entry the docs no longer
   the CPU evaluation end to end: tests/e2e/test_cpu_e2e.py::test_eval_on_validation_machinery).
 - ``tool``: a command-line tool, run as written in a folder where ``outputs/cpu_smoke`` (and the
   README's ``checkpoints/arise_qwen3_4b/arise``) is a copy of README command 2's run, the one CI
-  runs first and hands over as ARISE_SMOKE_OUT; ``outputs/cpu_smoke_grpo`` is that run's metrics
-  without ARISE's keys, ``eval_grpo``/``eval_arise`` two evaluation outputs. Without
-  ARISE_SMOKE_OUT these are skipped, saying so (the fast tier has no trained run to read).
+  runs first and hands over as ARISE_SMOKE_OUT (without it, the command is run here first);
+  ``outputs/cpu_smoke_grpo`` is that run's metrics without ARISE's keys, ``eval_grpo``/
+  ``eval_arise`` two evaluation outputs. These read a trained run: they are marked ``e2e``, so the
+  fast tier (``-m "not e2e"``) deselects them and command 1 always runs them.
 - ``start``: a long job (calibrate: a vLLM engine, then scoring) started as written with the tiny
   model and data in place of the Hugging Face model and DeepScaleR, and stopped at its first
   progress line, the vLLM start (the whole CPU run was checked by hand: docs/tools.md).
 - ``sandbox``: docs/sandbox.md's block, run in order.
 - ``elsewhere``: needs the network or a GPU machine; the entry says what checks it instead.
-- ``launch``: the launch tier (docs/testing.md): ``bash .ci/run --launches`` runs it verbatim after
-  README command 1; per-stop CI does not (it would take CI past ten minutes on 2 cores).
+- ``tier``: a pytest tier of docs/testing.md, collected as written (``--collect-only``): it selects
+  what the page says, skips nothing, and README command 1 (CI) runs every test of it.
 """
 
 from __future__ import annotations
@@ -33,18 +34,20 @@ import time
 from pathlib import Path
 
 import pytest
+import smoke_run
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md")
-SMOKE = os.environ.get("ARISE_SMOKE_OUT")
 
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
     "PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": "ci",
-    # docs/testing.md: the launch tier
-    ".venv/bin/python -m pytest -q -m launch tests": "launch",
-    "bash .ci/run --launches": "launch",
+    # docs/testing.md: the tiers
+    '.venv/bin/python -m pytest -q -m "not e2e" tests': "tier",
+    ".venv/bin/python -m pytest -q -m launch tests": "tier",
+    '.venv/bin/python -m pytest -q -m "not launch" tests': "tier",
+    "bash .ci/run": "elsewhere: CI itself, on a fresh clone at every stop",
     # README: on GPUs
     "bash scripts/install_gpu.sh .venv && . .venv/bin/activate": "elsewhere: .ci/run resolves it "
     "(install_gpu.sh --dry-run) and tests/tools/test_gpu_stack.py reads the resolution",
@@ -100,8 +103,10 @@ HOW = {
         "sandbox"
     ),
 }
-# a tool's exit statuses that mean "it ran and answered": the verdict of a 6-step tiny run at GPU
-# scale is FAIL (1); the preflight of a GPU script without ~/data/arise reports that data as missing (1)
+# a tool's exit statuses that mean "it ran and answered", where 1 is one of them, each checked for its
+# reason (test_tools_as_written_on_the_cpu_run): the verdict of a 6-step tiny run held to the paper's
+# numbers is OK, WARN or FAIL by the run (its lines must say which); the preflight of a GPU script
+# without ~/data/arise reports that data as missing (1)
 EXIT = {"verdict --scale gpu": (0, 1), "preflight run_scripts/": (0, 1)}
 
 
@@ -143,7 +148,7 @@ def test_every_documented_command_says_how_it_is_exercised():
     stale = [c for c in HOW if c not in shown]
     assert not stale, "HOW names commands no document shows any more:\n" + "\n".join(stale)
     kinds = {how.split(":")[0] for how in HOW.values()}
-    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "launch"}, kinds
+    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "tier"}, kinds
 
 
 def test_ci_runs_its_commands_verbatim():
@@ -153,15 +158,52 @@ def test_ci_runs_its_commands_verbatim():
     assert any("install_gpu.sh --dry-run" in line for line in ci)  # the GPU install's resolution
 
 
-def test_ci_runs_the_launch_tier_when_asked():
-    """`bash .ci/run --launches` runs the launch tier's command verbatim, after README command 1."""
-    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    assert any(line.startswith("case") and "--launches) LAUNCHES=1" in line for line in ci)
-    tier = [c for c in _of("launch") if not c.startswith("bash .ci/run")]
-    assert tier
-    command_1 = ".venv/bin/python -m pytest -q tests"
-    for command in tier:
-        assert command in ci and ci.index(command) > max(i for i, line in enumerate(ci) if command_1 in line), command
+def test_ci_runs_every_tier():
+    """.ci/run runs README command 1 with no marker expression of its own: every test, the launch tier
+    too (tests/conftest.py deselects nothing but shared_data without the data)."""
+    ci = (REPO / ".ci" / "run").read_text()
+    runs = [line.split(" pytest", 1)[1].split() for line in ci.splitlines() if " -m pytest" in line]
+    assert runs == [["-q", "tests"]], runs  # README command 1, and no other pytest run
+    addopts = ci.split('PYTEST_ADDOPTS="', 1)[1].split('"', 1)[0].split()
+    assert "-m" not in addopts and "-k" not in addopts and "--deselect" not in addopts, addopts
+
+
+@pytest.mark.parametrize("command", _of("tier"))
+def test_the_tiers_as_written_select_what_docs_say(command):
+    """Each tier collects as written, without errors, and holds what docs/testing.md says it holds."""
+    argv = shlex.split(command)
+    assert argv[:3] == [".venv/bin/python", "-m", "pytest"], argv
+    proc = subprocess.run(
+        [sys.executable, *argv[1:], "--collect-only", "-p", "no:xdist"],
+        cwd=REPO,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    launches = [i for i in ids if _is_launch(i)]
+    if "not e2e" in command:  # the development loop: no end-to-end module at all
+        assert len(ids) > 1000 and not [i for i in ids if i.startswith("tests/e2e/")], len(ids)
+    elif "not launch" in command:
+        assert len(ids) > 1000 and not launches and [i for i in ids if i.startswith("tests/e2e/")], len(ids)
+    else:
+        assert len(ids) >= 12 and launches == ids, ids
+        assert {m for m in _LAUNCH_MODULES if any(f"/{m}::" in i for i in ids)} == set(_LAUNCH_MODULES), ids
+
+
+# the launch tier (tests/test_tiers.py checks the marker is on exactly the tests that launch): two
+# whole modules and two tests of the README run's module
+_LAUNCH_MODULES = ("test_faults_e2e.py", "test_scoring_prefix_cache.py")
+_LAUNCH_TESTS = (
+    "test_cpu_e2e.py::test_eval_on_validation_machinery",
+    "test_cpu_e2e.py::test_plain_grpo_through_the_same_path",
+)
+
+
+def _is_launch(test_id: str) -> bool:
+    return any(f"/{m}::" in test_id for m in _LAUNCH_MODULES) or test_id.endswith(_LAUNCH_TESTS)
 
 
 @pytest.mark.parametrize("command", _of("elsewhere"))
@@ -216,20 +258,19 @@ def test_the_sandbox_walkthrough_as_written():
             assert "time" in proc.stdout.lower()  # the tool's time-limit error, shown to the model
 
 
-def _smoke() -> Path:
-    complete = SMOKE and (Path(SMOKE) / "checkpoints" / "global_step_6" / "arise" / "library.parquet").is_file()
-    if not complete or not (Path(SMOKE) / "metrics.jsonl").is_file():
-        pytest.skip(
-            "needs README command 2's run (ARISE_SMOKE_OUT=outputs/cpu_smoke, as CI sets it after running the "
-            "command): these commands read a trained run"
-        )
-    return Path(SMOKE)
+def _incomplete(run: Path) -> str | None:
+    """Why ``run`` is not a complete README-command-2 run (its six steps, the step-6 library)."""
+    why, _ = smoke_run.incomplete(run, 6)
+    if why is None and not (run / "checkpoints" / "global_step_6" / "arise" / "library.parquet").is_file():
+        why = "no library in the step-6 checkpoint"
+    return why
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """A folder where the documented paths exist: README command 2's run (a copy: report writes into it)."""
-    smoke = _smoke()
+    here = tmp_path_factory.mktemp("cpu_smoke")  # README command 2 run here, without CI's
+    smoke = smoke_run.reuse_or_run("ARISE_SMOKE_OUT", _incomplete, smoke_run.launch, here)
     root = tmp_path_factory.mktemp("documented")
     run = root / "outputs" / "cpu_smoke"
     shutil.copytree(smoke, run, ignore=shutil.ignore_patterns("actor", "data.pt", "hf_model", "report", "*.log"))
@@ -248,6 +289,7 @@ def workspace(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", _of("tool"))
 def test_tools_as_written_on_the_cpu_run(command, workspace):
     proc = subprocess.run(
@@ -262,6 +304,11 @@ def test_tools_as_written_on_the_cpu_run(command, workspace):
     assert proc.returncode in allowed, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.stdout.strip(), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    if "verdict" in command:  # its exit status is the one its lines give: 1 exactly when a check FAILs
+        statuses = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("[verdict] ")]
+        assert statuses and (proc.returncode == 1) == ("FAIL" in statuses), (proc.returncode, proc.stdout)
+        if "--scale gpu" in command:
+            assert ", scale gpu" in proc.stdout.splitlines()[0], proc.stdout
     if "preflight" in command and proc.returncode:
         errors = [line for line in proc.stdout.splitlines() if line.startswith("[preflight] ERROR")]
         assert errors and all("data file(s) not found" in e and "/data/arise/" in e for e in errors), errors
@@ -269,6 +316,7 @@ def test_tools_as_written_on_the_cpu_run(command, workspace):
         assert (workspace / "tables" / "table.md").is_file() and "[eval] wrote tables/table.md" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_calibrate_as_written_starts_on_this_machine(workspace):
     """The README's calibrate with the run's tiny model and data in place of the HF model and
     DeepScaleR: the queries load, the CPU layer is applied where there is no GPU, and it reaches the

@@ -98,10 +98,20 @@ def test_console_has_one_line_per_step(arise_run):
     for step in range(1, STEPS + 1):
         phase = 1 if step in PHASE1 else 2
         assert re.search(rf"\[arise\] step {step}/{STEPS} \| phase {phase} \|", log), step
-    console = arise_run / "console.log"  # written where this module ran the command itself
-    if console.exists():
-        text = console.read_text()
-        assert len(text.splitlines()) < 40 and "[cpu_smoke] done" in text and "[verdict]" in text
+    # what a person saw: written where this module ran the command itself, else the console CI kept
+    # of the run it hands over (ARISE_SMOKE_CONSOLE); a handed-over run without it fails here
+    console = arise_run / "console.log"
+    if not console.is_file():
+        kept = os.environ.get("ARISE_SMOKE_CONSOLE")
+        assert kept and Path(kept).is_file(), f"no console of {arise_run}: set ARISE_SMOKE_CONSOLE (.ci/run does)"
+        console = Path(kept)
+    text = console.read_text()
+    # at most 40 lines besides the heartbeats (one every ~30 s while verl starts: more on a slower
+    # machine), no progress bar, and what a person looks for
+    lines = [line for line in text.splitlines() if not re.match(r"\[arise\] \d+:\d\d \.\.\. \d+ log lines", line)]
+    assert len(lines) <= 40, text
+    assert not [line for line in lines if "it/s]" in line or "%|" in line], text
+    assert "[cpu_smoke] done" in text and "[verdict]" in text, text
 
 
 def test_mechanism_alive_with_default_settings(arise_run):

@@ -17,6 +17,19 @@ def cache_root(root: str | os.PathLike | None = None) -> Path:
     return Path(root or os.environ.get("ARISE_CACHE") or Path.home() / ".cache" / "arise")
 
 
+@contextlib.contextmanager
+def _no_progress_bars():
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def build_cached(target: Path, build) -> Path:
     """``target`` once it holds ``tiny_assets.json``; else ``build(folder)`` (which writes that file)
     runs in a temp folder beside it that is then renamed, so a half-built folder is never reused."""
@@ -25,7 +38,8 @@ def build_cached(target: Path, build) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        build(tmp)
+        with _no_progress_bars():  # save_pretrained's "Writing model shards" bar: noise in the run's console
+            build(tmp)
         info = tmp / "tiny_assets.json"
         info.write_text(info.read_text().replace(str(tmp), str(target)))
         try:
