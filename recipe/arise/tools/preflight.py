@@ -11,7 +11,8 @@ unless ``SKIP_PREFLIGHT=1``. It never touches CUDA or Ray: it composes the hydra
 the entry point does, then runs the checks verl's own start-up runs on it (``validate_config`` of
 ``verl.trainer.main_ppo``, the dataclass conversions of the actor, rollout and checkpoint-engine
 configs, the reward manager and custom reward function look-ups, the policy-loss and advantage
-registries), ARISE's own config, the project's rules (no mandatory value left unset in a component
+registries), ARISE's own config, the trainer mode's limits (``preflight_trainer``: no
+``parameter_sync_step`` > 1 under the sync trainer), the project's rules (no mandatory value left unset in a component
 the run uses, ``rollout.max_model_len`` covering prompt + response and the ARISE extra requests, an
 actor attention backend that is installed), the data and checkpoint paths, and the model's
 ``config.json`` when it is reachable without network (a local folder or the Hugging Face cache).
