@@ -22,8 +22,9 @@ truncate across launches, a bounded validation batch, free disk for the checkpoi
 models whose rollout engine and actor would use different RoPE factors, and the checkpoint a run
 would resume: its step, and the ``arise.*`` / ``algorithm.*`` settings it was written with, compared
 with this launch's (a difference is an ERROR; ``ARISE_ALLOW_CONFIG_CHANGE=1`` continues anyway).
-On a GPU run (``preflight_gpu``): the NVIDIA driver against the CUDA the GPU stack is built for, and
-the checkpoint it loads against its GPU count (FSDP shards per rank).
+On a GPU run (``preflight_gpu``): the NVIDIA driver against the CUDA the GPU stack is built for, the
+GPUs' compute capability (>= 8.0, from nvidia-smi), and the checkpoint it loads against its GPU count
+(FSDP shards per rank).
 A tool run (``preflight_tool``, ``TOOL=python``): the tools load from their yaml, which isolation the
 python sandbox gets here (a WARNING where it has no namespaces), and the multi-turn budget (turns,
 tool-result length, prompt + tool schemas + response).
