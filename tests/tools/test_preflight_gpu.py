@@ -222,6 +222,29 @@ def test_a_checkpoint_missing_a_rank_is_refused(tmp_path, base):
     assert finding.level == "ERROR" and "lack rank(s) 6" in finding.what
 
 
+def test_several_nodes_without_a_shared_file_system_are_not_missing_ranks(tmp_path, base):
+    """2 nodes x 8 GPUs, each saving on its own disk: this node sees ranks 0-7 of 16. A WARNING that
+    it cannot see the other node's files, not an ERROR of missing ranks; on one node it stays one."""
+    _, _, cfg = base
+    folder = _checkpoint(tmp_path, 40, 16, ranks=range(8))
+    run = _cfg(
+        cfg,
+        trainer__resume_mode="resume_path",
+        trainer__resume_from_path=str(folder),
+        trainer__n_gpus_per_node=8,
+        trainer__nnodes=2,
+    )
+    (finding,) = check_checkpoint_gpus(run)
+    assert finding.level == "WARNING", finding.line()
+    assert "rank(s) 0, 1, 2, 3, 4, 5, 6, 7 of world size 16" in finding.what and "cannot see" in finding.what
+    assert "every node shares" in finding.fix
+    (one_node,) = check_checkpoint_gpus(_cfg(run, trainer__n_gpus_per_node=16, trainer__nnodes=1))
+    assert one_node.level == "ERROR" and "lack rank(s) 8, 9" in one_node.what
+    # another GPU count is refused on several nodes too
+    (other,) = check_checkpoint_gpus(_cfg(run, trainer__n_gpus_per_node=4))
+    assert other.level == "ERROR" and "holds FSDP shards of 16 rank(s)" in other.what
+
+
 def test_the_merger_the_fix_names_exists_in_verl():
     import sys
 

@@ -189,8 +189,13 @@ def loaded_checkpoint(cfg) -> Path | None:
     return None
 
 
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
+
+
 def check_checkpoint_gpus(cfg) -> list[Finding]:
-    """A checkpoint's FSDP shards were written by as many ranks as this run has GPUs."""
+    """A checkpoint's FSDP shards were written by as many ranks as this run has GPUs, and none is
+    missing (on several nodes: a WARNING, the other nodes' files may be on their own disks)."""
     folder = loaded_checkpoint(cfg)
     if folder is None:
         return []
@@ -202,12 +207,25 @@ def check_checkpoint_gpus(cfg) -> list[Finding]:
     gpus = per_node * nodes
     world = gpus if gpus in shards else max(shards)
     missing = sorted(set(range(world)) - set(shards[world]))
-    if missing:
+    if missing and nodes > 1 and world == gpus:
+        # each rank saves on its own node: without a shared file system the other nodes' shards are not
+        # here, and this node cannot tell that from an interrupted save
+        return [
+            Finding(
+                "WARNING",
+                f"checkpoint {folder}/actor: this node holds model shards of rank(s) {_ranks(shards[world])} of "
+                f"world size {world}, not {_ranks(missing)}: on {nodes} nodes without a shared file system the "
+                "other nodes hold theirs (the preflight cannot see them); on a shared one, an interrupted save or copy",
+                f"check that each node's model_world_size_{world}_rank_R.pt files are there, or put "
+                "trainer.default_local_dir (CKPT_DIR) on a file system every node shares",
+            )
+        ]
+    if missing and nodes == 1:
         return [
             Finding(
                 "ERROR",
-                f"checkpoint {folder}/actor: model shards of world size {world} lack rank(s) "
-                f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} (an interrupted save or copy)",
+                f"checkpoint {folder}/actor: model shards of world size {world} lack rank(s) {_ranks(missing)} "
+                "(an interrupted save or copy)",
                 "an earlier global_step_N folder, or copy the missing model_world_size_*_rank_*.pt files",
             )
         ]
