@@ -18,9 +18,11 @@ from recipe.arise.tools.preflight_gpu import (
     GPU_STACK_CUDA_MAJOR,
     MIN_DRIVER,
     check_checkpoint_gpus,
+    check_compute_capability,
     check_driver,
     checkpoint_shards,
     driver_version,
+    gpu_models,
     installed_torch_cuda,
 )
 
@@ -45,12 +47,14 @@ def _cfg(cfg, **updates):
     return cfg
 
 
-def _fake_smi(folder: Path, driver: str, memory_mib: str = "81559") -> Path:
-    """An nvidia-smi that answers the two queries the preflight makes."""
+def _fake_smi(folder: Path, driver: str, memory_mib: str = "81559", gpus: str = "") -> Path:
+    """An nvidia-smi that answers the three queries the preflight makes (``gpus``: the lines of
+    ``--query-gpu=name,compute_cap``)."""
     smi = folder / "nvidia-smi"
     smi.write_text(
         "#!/bin/sh\n"
         f'case "$*" in *driver_version*) echo "{driver}"; echo "{driver}";;\n'
+        f' *compute_cap*) printf "{gpus}";;\n'
         f' *memory.total*) echo "{memory_mib}";; esac\n'
     )
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
@@ -119,6 +123,47 @@ def test_the_installed_torchs_cuda_is_read_without_importing_it(tmp_path, monkey
     assert installed_torch_cuda() is None
 
 
+# ------------------------------------------------------------------------ the GPU's compute capability
+V100 = ("Tesla V100-SXM2-32GB", (7, 0))
+T4 = ("Tesla T4", (7, 5))
+H200 = ("NVIDIA H200", (9, 0))
+
+
+def test_gpu_models_from_nvidia_smi(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, "580.65.06", gpus="Tesla V100-SXM2-32GB, 7.0\\n" * 2)))
+    assert gpu_models() == [V100, V100]
+    # an nvidia-smi too old for the field answers with a sentence: not understood, not checked
+    _fake_smi(tmp_path, "470.1", gpus='Field \\"compute_cap\\" is not a valid field to query.\\n')
+    assert gpu_models() is None
+    (finding,) = check_compute_capability(GPU_RUN)
+    assert finding.level == "INFO" and "not checked" in finding.what
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert gpu_models() is None and check_compute_capability(GPU_RUN) == []  # no driver: its own check says so
+
+
+def test_a_gpu_below_compute_capability_8_is_refused_with_the_reason():
+    (finding,) = check_compute_capability(GPU_RUN, gpus=[V100] * 8, torch_cuda="13.0")
+    assert finding.level == "ERROR"
+    assert "Tesla V100-SXM2-32GB (compute capability 7.0)" in finding.what and ">= 8.0" in finding.what
+    assert "bfloat16" in finding.what and "CUDA 13" in finding.what and "no kernels below 7.5" in finding.what
+    assert "A100" in finding.fix and "H100/H200" in finding.fix
+    # a T4 (7.5) has CUDA 13 kernels but no bf16; a CUDA 12.8 install runs a V100's kernels, not bf16
+    (t4,) = check_compute_capability(GPU_RUN, gpus=[T4], torch_cuda="13.0")
+    assert t4.level == "ERROR" and "Tesla T4 (compute capability 7.5)" in t4.what and "CUDA 13" not in t4.what
+    (cuda12,) = check_compute_capability(GPU_RUN, gpus=[V100], torch_cuda="12.8")
+    assert cuda12.level == "ERROR" and "bfloat16" in cuda12.what and "CUDA 13" not in cuda12.what
+    # one old GPU among new ones is named alone
+    (mixed,) = check_compute_capability(GPU_RUN, gpus=[H200, T4], torch_cuda="13.0")
+    assert mixed.level == "ERROR" and "T4" in mixed.what and "H200" not in mixed.what
+
+
+def test_gpus_of_compute_capability_8_or_later_pass_and_a_cpu_run_needs_none():
+    (finding,) = check_compute_capability(GPU_RUN, gpus=[H200] * 8, torch_cuda="13.0")
+    assert finding.level == "OK" and "8 x NVIDIA H200 (9.0)" in finding.what
+    assert check_compute_capability(GPU_RUN, gpus=[("NVIDIA A100-SXM4-80GB", (8, 0))])[0].level == "OK"
+    assert check_compute_capability(OmegaConf.create({"trainer": {"device": "cpu"}}), gpus=[V100]) == []
+
+
 # ------------------------------------------------------------------------ checkpoint vs GPU count
 def _checkpoint(root: Path, step: int, world: int, ranks=None) -> Path:
     actor = root / f"global_step_{step}" / "actor"
@@ -177,6 +222,29 @@ def test_a_checkpoint_missing_a_rank_is_refused(tmp_path, base):
     assert finding.level == "ERROR" and "lack rank(s) 6" in finding.what
 
 
+def test_several_nodes_without_a_shared_file_system_are_not_missing_ranks(tmp_path, base):
+    """2 nodes x 8 GPUs, each saving on its own disk: this node sees ranks 0-7 of 16. A WARNING that
+    it cannot see the other node's files, not an ERROR of missing ranks; on one node it stays one."""
+    _, _, cfg = base
+    folder = _checkpoint(tmp_path, 40, 16, ranks=range(8))
+    run = _cfg(
+        cfg,
+        trainer__resume_mode="resume_path",
+        trainer__resume_from_path=str(folder),
+        trainer__n_gpus_per_node=8,
+        trainer__nnodes=2,
+    )
+    (finding,) = check_checkpoint_gpus(run)
+    assert finding.level == "WARNING", finding.line()
+    assert "rank(s) 0, 1, 2, 3, 4, 5, 6, 7 of world size 16" in finding.what and "cannot see" in finding.what
+    assert "every node shares" in finding.fix
+    (one_node,) = check_checkpoint_gpus(_cfg(run, trainer__n_gpus_per_node=16, trainer__nnodes=1))
+    assert one_node.level == "ERROR" and "lack rank(s) 8, 9" in one_node.what
+    # another GPU count is refused on several nodes too
+    (other,) = check_checkpoint_gpus(_cfg(run, trainer__n_gpus_per_node=4))
+    assert other.level == "ERROR" and "holds FSDP shards of 16 rank(s)" in other.what
+
+
 def test_the_merger_the_fix_names_exists_in_verl():
     import sys
 
@@ -210,3 +278,14 @@ def test_the_preflight_runs_both_checks(tmp_path, base, monkeypatch):
     report = out.getvalue()
     assert "ERROR   NVIDIA driver 535.104.05 < 580" in report
     assert "holds FSDP shards of 8 rank(s)" in report
+
+
+def test_the_preflight_refuses_a_v100(tmp_path, base, monkeypatch):
+    """The whole preflight on a machine of V100s with a recent driver: the GPU is refused, exit 1."""
+    entry, overrides, _ = base
+    smi = _fake_smi(tmp_path, "580.65.06", gpus="Tesla V100-SXM2-32GB, 7.0\\n" * 8)
+    monkeypatch.setenv("PATH", f"{smi}:{os.environ['PATH']}")
+    monkeypatch.setattr(preflight_gpu, "installed_torch_cuda", lambda: None)
+    out = io.StringIO()
+    assert preflight.run_preflight(entry, overrides, check_paths=False, out=out, brief=True) == 1
+    assert "ERROR   GPU Tesla V100-SXM2-32GB (compute capability 7.0)" in out.getvalue()

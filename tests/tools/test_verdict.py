@@ -131,8 +131,9 @@ def test_tiny_run_normal_outcome_exits_zero(tmp_path):
         )
         for s in range(1, 7)
     }
-    assert verdict.scale_of(rows) == "tiny"
-    checks = verdict.judge(rows, "auto")
+    cpu = verdict.RunConfig("c.yaml", True, "cpu")
+    assert verdict.scale_of(cpu) == "tiny"
+    checks = verdict.judge(rows, "auto", config=cpu)
     assert "FAIL" not in {c.status for c in checks}, [c.line() for c in checks]
     assert _status(checks, "training/rollout_probs_diff") == "INFO"  # not judged at this scale
     assert _status(checks, "arise/mixed_group_rate") == "INFO"
@@ -161,6 +162,7 @@ def test_launch_parts_are_read_in_order(tmp_path):
     assert sorted(metrics) == list(range(1, 11)) and "x" not in metrics[3]  # the later launch's step 3
     assert sorted(verdict.load([tmp_path / "metrics.jsonl"], launch_only=True)) == list(range(3, 11))
     assert _run("--scale", "gpu", tmp_path / "metrics.jsonl").returncode == 0
+    (tmp_path / "run_config.yaml").write_text("trainer:\n  device: cuda\n")  # the preflight's record
     assert _run(tmp_path).returncode == 0  # the run folder: its metrics.jsonl and launch parts
 
 
@@ -194,7 +196,8 @@ def _grpo_run(folder: Path, enable: bool | None = None, steps: int = 2) -> Path:
     if enable is not None:
         (folder / "hydra" / ".hydra").mkdir(parents=True)
         (folder / "hydra" / ".hydra" / "config.yaml").write_text(
-            f"data:\n  train_batch_size: 4\nactor_rollout_ref:\n  rollout:\n    n: 4\narise:\n  enable: {enable}\n"
+            "data:\n  train_batch_size: 4\nactor_rollout_ref:\n  rollout:\n    n: 4\ntrainer:\n  device: cpu\n"
+            f"arise:\n  enable: {enable}\n"
         )
     return folder
 
@@ -204,7 +207,7 @@ def test_grpo_metrics_fail_when_arise_was_expected(tmp_path):
     rows = {1: dict(GRPO_STEP), 2: dict(GRPO_STEP)}
     checks = verdict.judge(rows, "tiny")
     assert [c.status for c in checks] == ["FAIL"], [c.line() for c in checks]
-    proc = _run(_write(tmp_path / "m.jsonl", rows))
+    proc = _run("--scale", "tiny", _write(tmp_path / "m.jsonl", rows))
     assert proc.returncode == 1, proc.stdout
     last = proc.stdout.splitlines()[-1]
     assert last.startswith("[verdict] FAIL: no ARISE activity") and "plain GRPO" in last, last
@@ -223,7 +226,7 @@ def test_grpo_run_expected_as_such_says_arise_was_off(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-1] == "[verdict] OFF: ARISE was off in this run (plain GRPO): nothing to judge"
     assert "ARISE is alive" not in proc.stdout and "inspect_run" not in proc.stdout and "library" not in proc.stdout
-    assert _run("--expect", "grpo", _write(tmp_path / "arise.jsonl", _gpu_run())).returncode == 1
+    assert _run("--expect", "grpo", "--scale", "gpu", _write(tmp_path / "arise.jsonl", _gpu_run())).returncode == 1
 
 
 def test_arise_logged_but_idle_fails():
@@ -242,17 +245,44 @@ def test_arise_logged_but_idle_fails():
     assert _status(verdict.judge(_gpu_run(), "gpu"), "arise activity") == "OK"
 
 
-def test_tiny_run_is_never_judged_at_the_gpu_scale(tmp_path):
-    """auto picks gpu only on evidence of >= 64 trajectories per step: a tiny GRPO run (no
-    arise/trajectories) is tiny, from its config's batch when it has one."""
-    rows = {1: dict(GRPO_STEP)}
-    assert verdict.scale_of(rows) == "tiny"
-    tiny = verdict.RunConfig("c.yaml", False, 16)
-    big = verdict.RunConfig("c.yaml", False, 512)
-    assert verdict.scale_of(rows, tiny) == "tiny" and verdict.scale_of(rows, big) == "gpu"
-    assert verdict.scale_of(_gpu_run(), tiny) == "gpu"  # ARISE's own count wins
-    proc = _run(_grpo_run(tmp_path / "run", enable=False))
-    assert "scale tiny" in proc.stdout.splitlines()[0], proc.stdout
+def test_the_scale_comes_from_the_runs_config_not_its_largest_step(tmp_path):
+    """The CPU smoke run (trainer.device=cpu, 4 x 4 trajectories) where dynamic sampling's refills
+    lifted one step to 72 trajectories: scale tiny, as its launch said, not gpu."""
+    rows = {s: _step(1 if s <= 2 else 2, n=16) for s in range(1, 7)} | {4: _step(2, n=72)}
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run / "metrics.jsonl", rows)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "run_config.yaml").write_text(
+        "data:\n  train_batch_size: 4\nactor_rollout_ref:\n  rollout:\n    n: 4\ntrainer:\n  device: cpu\n"
+    )
+    proc = _run(run)
+    first = proc.stdout.splitlines()[0]
+    assert "scale tiny (trainer.device=cpu in " in first and "run_config.yaml" in first, proc.stdout + proc.stderr
+    assert verdict.scale_of(verdict.RunConfig("c.yaml", True, "cuda")) == "gpu"
+    # a GRPO run's hydra config says the same
+    assert "scale tiny" in _run(_grpo_run(tmp_path / "grpo", enable=False)).stdout.splitlines()[0]
+
+
+def test_no_readable_config_says_what_is_missing(tmp_path):
+    """--scale auto without a config: exit 2 naming the folder, the files looked for and the way out;
+    no guess. A config without trainer.device says that."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _write(run / "metrics.jsonl", _gpu_run())
+    proc = _run(run)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert f"cannot tell the run's scale: no readable run config in {run}" in proc.stderr
+    assert "run_config.yaml" in proc.stderr and "--config" in proc.stderr and "--scale tiny|gpu" in proc.stderr
+    assert _run("--scale", "gpu", run).returncode == 0  # told the scale: judged
+    (run / "run_config.yaml").write_text("data:\n  train_batch_size: 64\n")
+    proc = _run(run)
+    assert proc.returncode == 2 and "run_config.yaml: no trainer.device" in proc.stderr, proc.stderr
+    (run / "run_config.yaml").write_text("trainer: [unclosed\n")  # unreadable: said, then the same exit
+    proc = _run(run)
+    assert proc.returncode == 2 and "unreadable config" in proc.stderr and "no readable run config" in proc.stderr
+    with pytest.raises(verdict.VerdictInputError, match="no readable run config"):
+        verdict.judge(_gpu_run(), "auto")
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "garbage", "folder-without-metrics"])
@@ -314,10 +344,10 @@ def test_grpo_run_with_the_tool_and_dropped_rows_is_still_arise_off(tmp_path):
     sign of ARISE (a GRPO-with-tool baseline is OFF where GRPO was expected, a FAIL where ARISE was)."""
     step = {**GRPO_STEP, **TOOL_KEYS, "arise/rows_dropped": 0.0, "arise/val_rows_dropped": 0.0}
     path = _write(tmp_path / "m.jsonl", {1: dict(step), 2: dict(step)})
-    proc = _run("--expect", "grpo", path)
+    proc = _run("--expect", "grpo", "--scale", "tiny", path)
     assert proc.returncode == 0 and "[verdict] OFF: ARISE was off" in proc.stdout, proc.stdout
     assert "arise/tool_calls" in proc.stdout  # the tool is judged in a GRPO run too
-    proc = _run(path)
+    proc = _run("--scale", "tiny", path)
     assert proc.returncode == 1 and "no ARISE activity" in proc.stdout, proc.stdout
 
 

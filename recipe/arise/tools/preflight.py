@@ -11,7 +11,8 @@ unless ``SKIP_PREFLIGHT=1``. It never touches CUDA or Ray: it composes the hydra
 the entry point does, then runs the checks verl's own start-up runs on it (``validate_config`` of
 ``verl.trainer.main_ppo``, the dataclass conversions of the actor, rollout and checkpoint-engine
 configs, the reward manager and custom reward function look-ups, the policy-loss and advantage
-registries), ARISE's own config, the project's rules (no mandatory value left unset in a component
+registries), ARISE's own config, the trainer mode's limits (``preflight_trainer``: no
+``parameter_sync_step`` > 1 under the sync trainer), the project's rules (no mandatory value left unset in a component
 the run uses, ``rollout.max_model_len`` covering prompt + response and the ARISE extra requests, an
 actor attention backend that is installed), the data and checkpoint paths, and the model's
 ``config.json`` when it is reachable without network (a local folder or the Hugging Face cache).
@@ -21,8 +22,9 @@ truncate across launches, a bounded validation batch, free disk for the checkpoi
 models whose rollout engine and actor would use different RoPE factors, and the checkpoint a run
 would resume: its step, and the ``arise.*`` / ``algorithm.*`` settings it was written with, compared
 with this launch's (a difference is an ERROR; ``ARISE_ALLOW_CONFIG_CHANGE=1`` continues anyway).
-On a GPU run (``preflight_gpu``): the NVIDIA driver against the CUDA the GPU stack is built for, and
-the checkpoint it loads against its GPU count (FSDP shards per rank).
+On a GPU run (``preflight_gpu``): the NVIDIA driver against the CUDA the GPU stack is built for, the
+GPUs' compute capability (>= 8.0, from nvidia-smi), and the checkpoint it loads against its GPU count
+(FSDP shards per rank).
 A tool run (``preflight_tool``, ``TOOL=python``): the tools load from their yaml, which isolation the
 python sandbox gets here (a WARNING where it has no namespaces), and the multi-turn budget (turns,
 tool-result length, prompt + tool schemas + response).

@@ -1,11 +1,14 @@
-"""The preflight's GPU checks: the NVIDIA driver against the CUDA the GPU stack is built for, and the
-checkpoint a run loads against the run's GPU count (docs/gpu.md, "Preflight" and "Older NVIDIA drivers")."""
+"""The preflight's GPU checks: the NVIDIA driver against the CUDA the GPU stack is built for, the GPUs'
+compute capability (>= 8.0), and the checkpoint a run loads against the run's GPU count (docs/gpu.md,
+"Preflight" and "Older NVIDIA drivers")."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import re
+import shutil
+from collections import Counter
 from pathlib import Path
 
 from recipe.arise.tools.preflight_common import Finding, select
@@ -26,6 +29,12 @@ MIN_DRIVER = MIN_DRIVER_BY_CUDA_MAJOR[GPU_STACK_CUDA_MAJOR]
 # nvidia-smi reports the kernel driver, not the newer user-mode one the run loads
 ALLOW_DRIVER = "ARISE_ALLOW_DRIVER"
 PROC_DRIVER = "/proc/driver/nvidia/version"
+# bf16 and the stack's kernels need compute capability 8.0 (Ampere) or later: the actor computes in bf16
+# (verl's FSDP mixed precision, param_dtype bf16) and vLLM refuses bfloat16 below 8.0
+# (vllm/platforms/cuda.py: CudaPlatform.check_if_supports_dtype); CUDA 13 builds carry no kernels below
+# 7.5 at all (CUDA 13.0 removed Maxwell, Pascal and Volta: a V100 is 7.0)
+MIN_COMPUTE_CAPABILITY = (8, 0)
+CUDA13_MIN_COMPUTE_CAPABILITY = (7, 5)
 # verl 0.9.1's FSDP checkpoint (verl/utils/checkpoint/fsdp_checkpoint_manager.py): each rank saves
 # model_world_size_{W}_rank_{R}.pt (and optim_, extra_state_) and loads the file of its own W and R
 SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
@@ -104,6 +113,56 @@ def check_driver(cfg, driver: str | None = None, torch_cuda: str | None = None) 
     ]
 
 
+# ------------------------------------------------------------------------ the GPU's compute capability
+def gpu_models() -> list[tuple[str, tuple[int, int]]] | None:
+    """``[(name, (major, minor))]`` per GPU from ``nvidia-smi --query-gpu=name,compute_cap`` (no CUDA
+    context: torch.cuda would create one); None without nvidia-smi or an answer it understands."""
+    gpus = []
+    for line in (nvidia_smi("name,compute_cap") or "").splitlines():
+        name, _, cap = line.rpartition(",")
+        found = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", cap)
+        if not name.strip() or not found:
+            return None  # an older nvidia-smi: 'Field "compute_cap" is not a valid field to query.'
+        gpus.append((name.strip(), (int(found.group(1)), int(found.group(2)))))
+    return gpus or None
+
+
+def check_compute_capability(
+    cfg, gpus: list[tuple[str, tuple[int, int]]] | None = None, torch_cuda: str | None = None
+) -> list[Finding]:
+    """Every GPU of this machine at compute capability >= 8.0. ``gpus`` (``[(name, (major, minor))]``)
+    and ``torch_cuda``: given (tests), else read here (:func:`gpu_models`, :func:`installed_torch_cuda`)."""
+    if str(select(cfg, "trainer.device", "cuda")) == "cpu":
+        return []
+    gpus = gpus if gpus is not None else gpu_models()
+    if not gpus:
+        if shutil.which("nvidia-smi") is None:
+            return []  # no driver here: the driver check says so
+        return [Finding("INFO", "nvidia-smi gave no compute capability (an older driver): not checked")]
+    torch_cuda = torch_cuda if torch_cuda is not None else installed_torch_cuda()
+    cuda = int(torch_cuda.split(".")[0]) if torch_cuda else GPU_STACK_CUDA_MAJOR
+    counts = Counter(gpus)
+    names = ", ".join(f"{n} x {name} ({major}.{minor})" for (name, (major, minor)), n in counts.items())
+    old = [(name, cap) for name, cap in counts if cap < MIN_COMPUTE_CAPABILITY]
+    if not old:
+        return [Finding("OK", f"GPU(s): {names}; compute capability >= 8.0 (bf16)")]
+    reasons = [
+        "bf16: the actor computes in bf16 (FSDP mixed precision) and vLLM refuses bfloat16 below 8.0 "
+        "('Bfloat16 is only supported on GPUs with compute capability of at least 8.0')"
+    ]
+    if cuda >= 13 and any(cap < CUDA13_MIN_COMPUTE_CAPABILITY for _, cap in old):
+        reasons.append(f"CUDA {cuda} (torch and vLLM of the GPU install) has no kernels below 7.5")
+    listed = ", ".join(f"{name} (compute capability {major}.{minor})" for name, (major, minor) in old)
+    return [
+        Finding(
+            "ERROR",
+            f"GPU {listed}: the stack needs compute capability >= 8.0 - {'; '.join(reasons)}",
+            "a GPU of compute capability 8.0 or later (A100, A10/A40, L4/L40, H100/H200, RTX 30xx or later); "
+            "docs/gpu.md 'Preflight'",
+        )
+    ]
+
+
 # ------------------------------------------------------------------------ checkpoint vs GPU count
 def checkpoint_shards(actor: str | os.PathLike) -> dict[int, list[int]]:
     """``{world size: ranks}`` of the FSDP model shards in a checkpoint's ``actor/`` folder ({} for none)."""
@@ -130,8 +189,13 @@ def loaded_checkpoint(cfg) -> Path | None:
     return None
 
 
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
+
+
 def check_checkpoint_gpus(cfg) -> list[Finding]:
-    """A checkpoint's FSDP shards were written by as many ranks as this run has GPUs."""
+    """A checkpoint's FSDP shards were written by as many ranks as this run has GPUs, and none is
+    missing (on several nodes: a WARNING, the other nodes' files may be on their own disks)."""
     folder = loaded_checkpoint(cfg)
     if folder is None:
         return []
@@ -143,12 +207,25 @@ def check_checkpoint_gpus(cfg) -> list[Finding]:
     gpus = per_node * nodes
     world = gpus if gpus in shards else max(shards)
     missing = sorted(set(range(world)) - set(shards[world]))
-    if missing:
+    if missing and nodes > 1 and world == gpus:
+        # each rank saves on its own node: without a shared file system the other nodes' shards are not
+        # here, and this node cannot tell that from an interrupted save
+        return [
+            Finding(
+                "WARNING",
+                f"checkpoint {folder}/actor: this node holds model shards of rank(s) {_ranks(shards[world])} of "
+                f"world size {world}, not {_ranks(missing)}: on {nodes} nodes without a shared file system the "
+                "other nodes hold theirs (the preflight cannot see them); on a shared one, an interrupted save or copy",
+                f"check that each node's model_world_size_{world}_rank_R.pt files are there, or put "
+                "trainer.default_local_dir (CKPT_DIR) on a file system every node shares",
+            )
+        ]
+    if missing and nodes == 1:
         return [
             Finding(
                 "ERROR",
-                f"checkpoint {folder}/actor: model shards of world size {world} lack rank(s) "
-                f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} (an interrupted save or copy)",
+                f"checkpoint {folder}/actor: model shards of world size {world} lack rank(s) {_ranks(missing)} "
+                "(an interrupted save or copy)",
                 "an earlier global_step_N folder, or copy the missing model_world_size_*_rank_*.pt files",
             )
         ]
@@ -181,8 +258,9 @@ def check_checkpoint_gpus(cfg) -> list[Finding]:
 
 
 def check_gpu(cfg, check_paths: bool = True) -> list[Finding]:
-    """The driver, and (with ``check_paths``) the loaded checkpoint's shards against the GPU count."""
-    findings = check_driver(cfg)
+    """The driver, the GPUs' compute capability, and (with ``check_paths``) the loaded checkpoint's
+    shards against the GPU count."""
+    findings = check_driver(cfg) + check_compute_capability(cfg)
     if check_paths:
         findings += check_checkpoint_gpus(cfg)
     return findings

@@ -119,11 +119,11 @@ class MemoryEstimate:
     gpu_source: str
     n_gpus: int
     tp: int
-    actor_gib: float  # FSDP: fp32 params + grads + AdamW m, v, sharded over n GPUs
+    actor_gib: float  # FSDP while it trains: fp32 params + grads + AdamW m, v, sharded over n GPUs
     logits_gib: float  # one micro-batch's logits and their gradient (bf16)
     activations_gib: float
     train_peak_gib: float
-    rollout_peak_gib: float  # actor state + what vLLM claims (gpu_memory_utilization x GPU)
+    rollout_peak_gib: float  # the actor's rollout state + what vLLM claims (gpu_memory_utilization x GPU)
     vllm_reserved_gib: float
     vllm_weights_gib: float
     vllm_overhead_gib: float
@@ -132,6 +132,7 @@ class MemoryEstimate:
     max_model_len: int
     full_length_seqs: int
     seqs_per_replica: int
+    actor_rollout_gib: float = 0.0  # what the actor keeps during rollout: params + AdamW m, v (grads freed)
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -145,13 +146,14 @@ class MemoryEstimate:
             ("+ one micro-batch's logits and their grad (bf16)", self.logits_gib),
             ("+ checkpointed activations", self.activations_gib),
             ("= training peak (rollout engine asleep)", self.train_peak_gib),
-            ("rollout engine: gpu_memory_utilization x GPU", self.vllm_reserved_gib),
+            (f"actor during rollout (params + AdamW m, v; no grads; /{self.n_gpus})", self.actor_rollout_gib),
+            ("+ rollout engine: gpu_memory_utilization x GPU", self.vllm_reserved_gib),
             ("= rollout peak (actor state + engine)", self.rollout_peak_gib),
         ]
         lines = [f"memory per GPU ({self.gpu_gib:.1f} GiB, {self.gpu_source}; {self.n_gpus} GPU(s), TP {self.tp}):"]
         lines += [f"  {label:<58} {gib:6.1f} GiB" for label, gib in rows]
         lines.insert(
-            6,
+            7,
             f"    engine = weights {self.vllm_weights_gib:.1f} + overhead {self.vllm_overhead_gib:.1f}"
             f" + KV cache {self.kv_gib:.1f} GiB ({self.kv_bytes_per_token / 1024:.0f} KiB/token)",
         )
@@ -185,6 +187,29 @@ def gpu_memory_gib() -> float | None:
     return min(values) / 1024 if values else None
 
 
+def actor_bytes_per_param(actor_cfg) -> tuple[int, int]:
+    """Bytes per parameter the actor holds on each GPU (before sharding): (while it trains, during rollout).
+
+    verl 0.9.1's v1 trainer runs the actor on its FSDP engine (verl/workers/engine/fsdp/transformer_impl.py):
+    weights in ``fsdp_config.model_dtype`` (fp32), their grads and AdamW's m and v in the same dtype: 4 x 4 =
+    16 bytes while it trains. The grads do not outlive the update: ``TrainingWorker.train_mini_batch``
+    (verl/workers/engine_workers.py) runs it inside ``engine.train_mode()``, whose
+    ``EngineTrainModeCtx.__exit__`` calls ``FSDPEngine.optimizer_zero_grad`` -> ``optimizer.zero_grad()``
+    (torch's default ``set_to_none=True`` frees them). While vLLM generates, the actor keeps weights + m, v:
+    12 bytes. ``param_offload`` / ``optimizer_offload`` move weights / optimizer state to the CPU outside
+    ``train_mode`` and back for the update (``BaseEngineCtx._context_switch``, verl/workers/engine/base.py):
+    they lower the rollout figure, not the training one; FSDP2's ``offload_policy`` keeps all of it on the CPU."""
+    fsdp = actor_cfg.get("fsdp_config", None) or {}
+    if fsdp.get("offload_policy", False):
+        return 0, 0
+    weight = DTYPE_BYTES.get(str(fsdp.get("model_dtype", "fp32")), 4)
+    train = weight * 4  # weights, grads, AdamW m and v
+    rollout = (0 if fsdp.get("param_offload", False) else weight) + (
+        0 if fsdp.get("optimizer_offload", False) else 2 * weight
+    )
+    return train, rollout
+
+
 def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "given") -> MemoryEstimate:
     """Per-GPU memory of a colocated (hybrid-engine) run, and a verdict with the override to change."""
     actor_cfg = cfg.actor_rollout_ref.actor
@@ -192,10 +217,7 @@ def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "g
     n_gpus = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
     tp = int(rollout.tensor_model_parallel_size)
     params = shape.num_params
-    fsdp = actor_cfg.get("fsdp_config", None) or {}
-    param_bytes = 0 if fsdp.get("param_offload", False) else 4 + 4  # fp32 master weights + fp32 grads
-    optim_bytes = 0 if fsdp.get("optimizer_offload", False) else 8  # AdamW m and v, fp32
-    actor = params * (param_bytes + optim_bytes) / n_gpus / GiB
+    actor, actor_rollout = (params * b / n_gpus / GiB for b in actor_bytes_per_param(actor_cfg))
 
     prompt, response = int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
     micro = int(actor_cfg.get("ppo_micro_batch_size_per_gpu") or 1)
@@ -218,7 +240,7 @@ def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "g
     full_seqs = max(0, int(kv * GiB // (kv_per_token * max_len)))
     replicas = max(1, n_gpus // tp)
     per_replica = math.ceil(int(cfg.data.train_batch_size) * int(rollout.n) / replicas)
-    rollout_peak = CUDA_CONTEXTS_GIB + actor + reserved
+    rollout_peak = CUDA_CONTEXTS_GIB + actor_rollout + reserved
     if not rollout.get("free_cache_engine", True):
         train_peak += reserved  # the engine keeps its memory while the actor trains
 
@@ -240,10 +262,11 @@ def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "g
         max_model_len=max_len,
         full_length_seqs=full_seqs,
         seqs_per_replica=per_replica,
+        actor_rollout_gib=actor_rollout,
     )
     findings = est.findings
     if rollout_peak > gpu_gib:
-        room = math.floor((gpu_gib - CUDA_CONTEXTS_GIB - actor) / gpu_gib * 20) / 20
+        room = math.floor((gpu_gib - CUDA_CONTEXTS_GIB - actor_rollout) / gpu_gib * 20) / 20
         fix = (
             f"GPU_MEM_UTIL={room:.2f} (actor_rollout_ref.rollout.gpu_memory_utilization)"
             if room >= 0.2
@@ -252,7 +275,7 @@ def estimate_memory(cfg, shape: ModelShape, gpu_gib: float, gpu_source: str = "g
         findings.append(
             Finding(
                 "ERROR",
-                f"actor state {actor:.1f} GiB + the rollout engine's {util} x {gpu_gib:.0f} GiB exceed the GPU: "
+                f"actor state {actor_rollout:.1f} GiB + the engine's {util} x {gpu_gib:.0f} GiB exceed the GPU: "
                 "vLLM refuses to start (free memory below gpu_memory_utilization) or the run runs out of memory",
                 fix,
             )

@@ -17,20 +17,20 @@ share of the step time.
 ``--expect grpo`` (a baseline, ``arise.enable=false``): no ``arise/*`` key is the expected outcome,
 "ARISE was off in this run (plain GRPO): nothing to judge"; ``arise/*`` keys FAIL. Exit status: 0 OK
 or WARN (or ARISE off as expected), 1 FAIL, 2 the metrics could not be read (no such file or
-folder, no metrics file in the folder, no parseable step).
+folder, no metrics file in the folder, no parseable step) or ``--scale auto`` found no config.
 
 Scales: ``gpu`` holds the paper's regime to the paper's numbers (skill use 42-89 %, summaries
 parsed > 85 %); ``tiny`` (the CPU smoke run: a 0.4 M-parameter model, 6 steps) fails only what no
 healthy tiny run shows (no skill used in >= 3 Phase II steps, scoring failing) and marks the rest
-INFO. ``auto``: tiny below 64 trajectories per step (``arise/trajectories``, else the run's config:
-``data.train_batch_size`` x ``actor_rollout_ref.rollout.n``; tiny when neither says). Inputs: a run
-folder (its ``metrics.jsonl``, :func:`recipe.arise.tools.report.find_metrics`) or metrics files,
-each one with the earlier launches' parts (``metrics.launchN.jsonl``,
-:func:`recipe.arise.tools.report.metrics_launches`) unless ``--launch-only``; later files' steps
-replace earlier ones. The run's config (the newest of ``hydra/.hydra/config.yaml``, the checkpoints'
-``global_step_N/arise/config.yaml`` and the preflight's ``run_config.yaml``, in the run folder or
-the metrics file's folder, or ``--config``) says whether ARISE was on and the batch size
-(:mod:`recipe.arise.tools.verdict_inputs`).
+INFO. ``auto`` (the default): from the run's config, as the launches pass it (``trainer.device=cpu``:
+tiny, else gpu), never from the metrics; no readable config is exit status 2 with what was looked
+for (``--config`` or ``--scale`` then). Inputs: a run folder (its ``metrics.jsonl``,
+:func:`recipe.arise.tools.report.find_metrics`) or metrics files, each one with the earlier
+launches' parts (``metrics.launchN.jsonl``, :func:`recipe.arise.tools.report.metrics_launches`)
+unless ``--launch-only``; later files' steps replace earlier ones. The run's config (the newest of
+``hydra/.hydra/config.yaml``, the checkpoints' ``global_step_N/arise/config.yaml`` and the
+preflight's ``run_config.yaml``, in the run folder or the metrics file's folder, or ``--config``)
+says whether ARISE was on and the run's scale (:mod:`recipe.arise.tools.verdict_inputs`).
 """
 
 from __future__ import annotations
@@ -40,12 +40,19 @@ import math
 import sys
 from dataclasses import dataclass
 
-from recipe.arise.tools.verdict_inputs import RunConfig, VerdictInputError, find_config, load, read_config
+from recipe.arise.tools.verdict_inputs import (  # scale_of: re-exported
+    RunConfig,
+    VerdictInputError,
+    config_folder,
+    find_config,
+    load,
+    read_config,
+    scale_of,
+)
 
 OK, WARN, FAIL, INFO, OFF = "OK", "WARN", "FAIL", "INFO", "OFF"  # OFF: ARISE off, as --expect grpo said
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them
-TINY_TRAJECTORIES = 64  # auto scale: fewer trajectories per step is the tiny CPU run
 GATE_TOLERANCE = 0.15  # the calibrated gate's Phase II pass rate vs its target (docs/design.md)
 # what ARISE does in a step: any of them > 0 in some step is ARISE activity
 ACTIVITY_KEYS = (
@@ -90,15 +97,6 @@ def _weighted(rows, key, weight="arise/trajectories") -> float | None:
     if not total:
         return None
     return sum(r.get(key, 0.0) * r.get(weight, 0.0) for r in rows) / total
-
-
-def scale_of(metrics: dict[int, dict[str, float]], config: RunConfig | None = None) -> str:
-    """``tiny`` below TINY_TRAJECTORIES per step (ARISE's own count, else the config's batch), and
-    when nothing says how large the run is: ``gpu`` only on evidence, never for a run of unknown size."""
-    per_step = [r["arise/trajectories"] for r in metrics.values() if "arise/trajectories" in r]
-    if not per_step and config is not None and config.trajectories is not None:
-        per_step = [config.trajectories]
-    return "gpu" if per_step and max(per_step) >= TINY_TRAJECTORIES else "tiny"
 
 
 def gate_target_check(p2: list[dict[str, float]], target: float) -> Check:
@@ -225,7 +223,7 @@ def judge(
     """The checks on a run's metrics ``{step: {key: value}}``; ``expect``: ``arise`` or ``grpo``
     (ARISE off); ``config``: what the run's config says (quoted when ARISE was off)."""
     if scale == "auto":
-        scale = scale_of(metrics, config)
+        scale = scale_of(config)
     tiny = scale == "tiny"
     steps = sorted(metrics)
     rows = [metrics[s] for s in steps]
@@ -461,10 +459,21 @@ def main(argv=None) -> int:
     except VerdictInputError as error:
         print(f"[verdict] cannot read the metrics: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
-    scale = scale_of(metrics, config) if args.scale == "auto" else args.scale
+    source = "given"
+    if args.scale == "auto":
+        try:
+            scale = scale_of(config, config_folder(args.metrics))
+        except VerdictInputError as error:
+            print(f"[verdict] cannot tell the run's scale: {error}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        source = f"trainer.device={config.device} in {config.path}"
+    else:
+        scale = args.scale
     checks = judge(metrics, scale, args.expect, config)
     steps = sorted(metrics)
-    print(f"[verdict] {', '.join(str(m) for m in args.metrics)}: steps {steps[0]}-{steps[-1]}, scale {scale}")
+    print(
+        f"[verdict] {', '.join(str(m) for m in args.metrics)}: steps {steps[0]}-{steps[-1]}, scale {scale} ({source})"
+    )
     for c in checks:
         print(c.line())
     status, sentence, code = outcome(checks)

@@ -1,5 +1,5 @@
 """The verdict's inputs: a run's metrics (a run folder or metrics files, with the earlier launches'
-parts) and what the run's config says (``arise.enable``, trajectories per step). Anything that
+parts) and what the run's config says (``arise.enable``; ``trainer.device``, the run's scale). Anything that
 cannot be read raises :class:`VerdictInputError`: the verdict's exit status 2, told apart from FAIL."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class RunConfig:
 
     path: str
     arise_enable: bool | None
-    trajectories: int | None  # per step: data.train_batch_size x actor_rollout_ref.rollout.n
+    device: str | None  # trainer.device: cpu for the tiny CPU run, cuda on GPUs (the run's scale)
 
 
 def metrics_file(path: str | Path) -> Path:
@@ -73,7 +73,7 @@ def _config_candidates(folder: Path) -> list[Path]:
 
 
 def read_config(path: str | Path) -> RunConfig:
-    """``arise.enable`` and the trajectories per step of one config file (hydra's, a checkpoint's)."""
+    """``arise.enable`` and ``trainer.device`` of one config file (hydra's, a checkpoint's)."""
     from omegaconf import OmegaConf
 
     try:
@@ -84,20 +84,51 @@ def read_config(path: str | Path) -> RunConfig:
     def get(key):
         return OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
 
-    enable = get("arise.enable")
-    batch, n = get("data.train_batch_size"), get("actor_rollout_ref.rollout.n")
-    trajectories = int(batch) * int(n) if isinstance(batch, int) and isinstance(n, int) else None
-    return RunConfig(str(path), enable if isinstance(enable, bool) else None, trajectories)
+    enable, device = get("arise.enable"), get("trainer.device")
+    return RunConfig(
+        str(path), enable if isinstance(enable, bool) else None, device if isinstance(device, str) else None
+    )
+
+
+# where a run folder holds its config (_config_candidates), for the message when none is there
+CONFIG_PLACES = (
+    "hydra/.hydra/config.yaml, .hydra/config.yaml, run_config.yaml (the preflight's record of the launch), "
+    "global_step_N/arise/config.yaml (a checkpoint's), also under checkpoints/"
+)
+
+
+def config_folder(paths: list[str | Path]) -> Path:
+    """The folder the run's config is looked for in: the run folder, or the last metrics file's folder."""
+    last = Path(paths[-1])
+    return last if last.is_dir() else last.parent
 
 
 def find_config(paths: list[str | Path]) -> RunConfig | None:
     """The run's config: the newest candidate in the run folder (or the last metrics file's folder)."""
-    last = Path(paths[-1])
-    candidates = _config_candidates(last if last.is_dir() else last.parent)
+    candidates = _config_candidates(config_folder(paths))
     if not candidates:
         return None
     try:
         return read_config(max(candidates, key=lambda p: p.stat().st_mtime))
     except VerdictInputError as error:  # the config only helps: say so, judge the metrics alone
-        print(f"[verdict] {error}; judged without it", file=sys.stderr)
+        print(f"[verdict] {error}; not used", file=sys.stderr)
         return None
+
+
+def scale_of(config: RunConfig | None, folder: str | Path = "") -> str:
+    """The run's scale from its configuration, as its launch knew it: ``tiny`` for a CPU run
+    (``trainer.device=cpu``: the CPU smoke run, whose launch asks for ``--scale tiny``), ``gpu`` on
+    GPUs (``gpu_check.sh`` asks for ``--scale gpu``). Never from the metrics: dynamic sampling's refills
+    lift a step's trajectory count above the configured batch. VerdictInputError when no config says."""
+    if config is None:
+        where = f" in {folder}" if folder else ""
+        raise VerdictInputError(
+            f"no readable run config{where} (looked for {CONFIG_PLACES}): --scale auto takes the run's scale "
+            "from it; pass --config <the run's config.yaml>, or --scale tiny|gpu"
+        )
+    if config.device is None:
+        raise VerdictInputError(
+            f"{config.path}: no trainer.device, which --scale auto reads (cpu: tiny, else gpu); "
+            "pass --scale tiny|gpu, or --config <the run's full config.yaml>"
+        )
+    return "tiny" if config.device == "cpu" else "gpu"
