@@ -1,6 +1,7 @@
 """The python tool through verl's own tool loading (the yaml ToolAgentLoop reads)."""
 
 import asyncio
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -86,6 +87,39 @@ def test_concurrent_calls_do_not_block_the_event_loop(tmp_path):
     ticks, texts = asyncio.run(main())
     # >= 0.6 s of calls (3 on 2 slots) is >= 12 ticks of 0.05 s while the loop runs; blocked, <= 3
     assert texts == ["0", "1", "2"] and ticks >= 6, ticks
+
+
+def test_queued_calls_leave_the_default_executor_free(tmp_path, monkeypatch):
+    """verl tokenizes in the event loop's default executor (run_in_executor(None, ...)): calls waiting
+    for a sandbox slot must not sit in its threads, or a queue of slow calls stalls every trajectory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recipe.arise.core import sandbox
+
+    tool = _tool(tmp_path, isolation="none", max_concurrent=1)
+    real = sandbox.run_python
+
+    def slow(code, limits, isolation):
+        time.sleep(0.4)
+        return real("pass", limits, isolation=isolation)
+
+    monkeypatch.setattr(sandbox, "run_python", slow)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=4))  # a 2-core machine's default is 6
+        calls = [asyncio.create_task(tool.execute("i", {"code": "pass"})) for _ in range(8)]
+        await asyncio.sleep(0.1)  # the calls are queued for the one slot
+        start = time.monotonic()
+        await loop.run_in_executor(None, lambda: None)  # what verl's tokenization does
+        waited = time.monotonic() - start
+        results = await asyncio.gather(*calls)
+        return waited, [r[0].text for r in results]
+
+    waited, texts = asyncio.run(main())
+    assert texts == ["(no output)"] * 8
+    # before the fix it waited behind the queued calls (~1.3 s here); now it starts at once
+    assert waited < 0.25, waited
 
 
 def test_step_metrics_from_the_batch_fields():

@@ -2,9 +2,10 @@
 
 Registered the verl way: `actor_rollout_ref.rollout.multi_turn.tool_config_path=
 recipe/arise/config/python_tool.yaml` makes verl's ToolAgentLoop build `PythonTool` through
-`verl.tools.tool_registry.initialize_tools_from_config`. Each call runs in a worker thread (the
-sandbox blocks on a child process; the rollout's event loop must not), at most
-`config.max_concurrent` sandboxes at once per process. The model is shown
+`verl.tools.tool_registry.initialize_tools_from_config`. Each call runs in a thread of the tool's
+own pool of `config.max_concurrent` threads per process (the sandbox blocks on a child process; the
+rollout's event loop must not): calls waiting for a sandbox queue there, never in the event loop's
+default executor, where verl tokenizes. The model is shown
 `sandbox.format_for_model`: the clipped output and one clear `Error: ...` line when a limit hit.
 
 Per trajectory the tool counts its calls, errors and seconds in `agent_data.extra_fields`
@@ -21,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from verl.tools.base_tool import BaseTool
@@ -47,14 +49,17 @@ DEFAULT_SCHEMA = {
     },
 }
 
-# one bound per process across every PythonTool instance (verl builds one per agent-loop worker)
-_slots_lock = threading.Lock()
-_slots: dict[int, threading.BoundedSemaphore] = {}
+# one pool per process across every PythonTool instance (verl builds one per agent-loop worker): its
+# threads are the sandbox slots, and its queue holds the calls waiting for one
+_pools_lock = threading.Lock()
+_pools: dict[int, ThreadPoolExecutor] = {}
 
 
-def _slots_for(n: int) -> threading.BoundedSemaphore:
-    with _slots_lock:
-        return _slots.setdefault(n, threading.BoundedSemaphore(n))
+def _pool_for(n: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        if n not in _pools:
+            _pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="arise-python-tool")
+        return _pools[n]
 
 
 class PythonTool(BaseTool):
@@ -77,12 +82,11 @@ class PythonTool(BaseTool):
         max_concurrent = int(config.get("max_concurrent", 4))
         if max_concurrent < 1:
             raise ValueError(f"python tool config: max_concurrent must be >= 1, got {max_concurrent}")
-        self._slots = _slots_for(max_concurrent)
+        self._pool = _pool_for(max_concurrent)
         logger.warning(sandbox.describe_isolation(self.isolation))
 
     def _run_blocking(self, code: str) -> tuple[str, bool, float, str]:
-        with self._slots:
-            result = sandbox.run_python(code, self.limits, isolation=self.isolation)
+        result = sandbox.run_python(code, self.limits, isolation=self.isolation)
         return sandbox.format_for_model(result), result.failed, result.duration_s, result.reason
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs) -> tuple[ToolResponse, float, dict]:
@@ -91,7 +95,8 @@ class PythonTool(BaseTool):
         if not isinstance(code, str) or not code.strip():
             text, failed, reason = "Error: the python tool needs a non-empty string argument 'code'.", True, "arguments"
         else:
-            text, failed, _, reason = await asyncio.to_thread(self._run_blocking, code)
+            loop = asyncio.get_running_loop()
+            text, failed, _, reason = await loop.run_in_executor(self._pool, self._run_blocking, code)
         seconds = time.monotonic() - start
         agent_data = kwargs.get("agent_data")
         if agent_data is not None:
