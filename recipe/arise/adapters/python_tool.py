@@ -11,7 +11,8 @@ default executor, where verl tokenizes. The model is shown
 Per trajectory the tool counts its calls, errors and seconds in `agent_data.extra_fields`
 (`python_tool_calls`, `python_tool_errors`, `python_tool_s`), which verl carries into the batch's
 non-tensor fields; `tool_step_metrics` (called by the trainer) turns them into `arise/tool_calls` (per trajectory),
-`arise/tool_error_rate` and `arise/tool_s`. The metrics dict `execute` returns holds the same for
+`arise/tool_error_rate` and `arise/tool_s`, with the tool agent's `arise/tool_calls_malformed`; in a
+tool run every step, 0 when no trajectory called the tool. The metrics dict `execute` returns holds the same for
 one call.
 """
 
@@ -35,6 +36,10 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 # not "arise_*": that prefix is TrajectoryInfo's, whose reader refuses a key it does not define
 EXTRA_CALLS, EXTRA_ERRORS, EXTRA_SECONDS = "python_tool_calls", "python_tool_errors", "python_tool_s"
+# the tool agent's count of calls that reached no tool (recipe.arise.adapters.tool_agent)
+EXTRA_MALFORMED = "tool_calls_malformed"
+# the agent loops that call tools: a run with one of them is a tool run, whose metrics are logged every step
+TOOL_AGENT_LOOPS = ("arise_tool_agent", "tool_agent")
 
 DEFAULT_SCHEMA = {
     "type": "function",
@@ -108,20 +113,25 @@ class PythonTool(BaseTool):
         return ToolResponse(text=text), 0.0, metrics
 
 
-def tool_step_metrics(extras) -> dict[str, float]:
-    """`arise/tool_calls` (mean calls per trajectory), `arise/tool_error_rate` (failed calls / calls)
-    and `arise/tool_s` (mean tool seconds per trajectory) from the trajectories' extra fields (one
-    dict per trajectory, as the trainer reads them from the batch); {} when no trajectory could call
-    the tool (a single-turn run)."""
+def tool_step_metrics(extras, tool_run: bool = False) -> dict[str, float]:
+    """`arise/tool_calls` (mean calls per trajectory that reached the tool), `arise/tool_error_rate`
+    (failed calls / calls), `arise/tool_s` (mean tool seconds per trajectory) and
+    `arise/tool_calls_malformed` (mean calls per trajectory that reached no tool: an unknown tool name,
+    a call or arguments that do not parse) from the trajectories' extra fields (one dict per
+    trajectory, as the trainer reads them from the batch). A trajectory without counters made no
+    call. `tool_run` (the agent loop is a tool agent): the metrics every step, 0 when no trajectory
+    called the tool; otherwise {} unless some trajectory carries a counter (a single-turn run has none)."""
     extras = [e if isinstance(e, dict) else {} for e in extras]
-    if not any(EXTRA_CALLS in e for e in extras):
+    if not extras or not (tool_run or any(EXTRA_CALLS in e or EXTRA_MALFORMED in e for e in extras)):
         return {}
     calls = [int(e.get(EXTRA_CALLS) or 0) for e in extras]
     errors = [int(e.get(EXTRA_ERRORS) or 0) for e in extras]
     seconds = [float(e.get(EXTRA_SECONDS) or 0.0) for e in extras]
+    malformed = [int(e.get(EXTRA_MALFORMED) or 0) for e in extras]
     total = sum(calls)
     return {
         "arise/tool_calls": total / len(calls),
         "arise/tool_error_rate": sum(errors) / total if total else 0.0,
         "arise/tool_s": sum(seconds) / len(calls),
+        "arise/tool_calls_malformed": sum(malformed) / len(calls),
     }
