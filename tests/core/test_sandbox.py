@@ -288,3 +288,14 @@ def test_too_many_threads_is_the_process_limit(mode):
     result, text = run(code, mode)
     assert result.reason == "procs" and "can't start new thread" in text, text
     assert text.endswith(f"Error: process limit of {LIMITS.max_procs} exceeded")
+
+
+def test_the_uid_count_is_the_kernels_threads_not_processes():
+    stop = threading.Event()
+    started = [threading.Thread(target=stop.wait, daemon=True) for _ in range(20)]
+    for thread in started:
+        thread.start()
+    try:  # this process alone holds more than 20 tasks of this uid
+        assert sandbox_launch.threads_of_uid(os.getuid()) >= threading.active_count() > 20
+    finally:
+        stop.set()

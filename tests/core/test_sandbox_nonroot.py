@@ -40,7 +40,16 @@ def case(name, code, limits=limits):
     result = run_python(code, limits, isolation=mode)
     out[name] = {"reason": result.reason, "text": format_for_model(result), "s": result.duration_s}
 
-case("thread", "import threading\nt = threading.Thread(target=print, args=('thread ok',))\nt.start()\nt.join()\n")
+THREAD = "import threading\nt = threading.Thread(target=print, args=('thread ok',))\nt.start()\nt.join()\n"
+case("thread", THREAD)
+# the launcher's fallback where the run gets no user namespace of its own: the uid's threads added
+from recipe.arise.core import sandbox_launch as launch
+import subprocess
+spec = {"rlimits": launch.rlimits(limits, max_procs), "uid": None, "gid": None, "keep_read": 0,
+        "uid_tasks": launch.threads_of_uid(os.getuid()), "host_userns": launch.host_userns(),
+        "argv": [sys.executable, "-c", THREAD]}
+fallback = subprocess.run(launch.launcher(spec), capture_output=True, text=True, timeout=60)
+out["fallback"] = (fallback.stdout + fallback.stderr).strip()
 case("forks", '''
 import os, time
 n = 0
@@ -143,6 +152,7 @@ def test_a_trainer_with_40_threads_leaves_the_code_its_process_limit(as_nonroot,
     assert out["uid"] != 0 and out["threads"] >= 41
     # one thread of the code's own: it used to fail, the uid's 40 threads counted against max_procs
     assert (out["thread"]["reason"], out["thread"]["text"]) == ("ok", "thread ok"), out["thread"]
+    assert out["fallback"] == "thread ok", out["fallback"]  # no namespace of its own: the uid's threads added
     # a fork storm still stops at max_procs (EAGAIN), the code's own tasks only
     n, errno_ = map(int, out["forks"]["text"].splitlines()[0].split()[1:])
     assert errno_ == 11 and MAX_PROCS - 3 <= n < MAX_PROCS, out["forks"]
