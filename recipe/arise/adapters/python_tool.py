@@ -10,10 +10,10 @@ default executor, where verl tokenizes. The model is shown
 
 Per trajectory the tool counts its calls, errors and seconds in `agent_data.extra_fields`
 (`python_tool_calls`, `python_tool_errors`, `python_tool_s`), which verl carries into the batch's
-non-tensor fields; `tool_step_metrics` (called by the trainer) turns them into `arise/tool_calls` (per trajectory),
-`arise/tool_error_rate` and `arise/tool_s`, with the tool agent's `arise/tool_calls_malformed`; in a
-tool run every step, 0 when no trajectory called the tool. The metrics dict `execute` returns holds the same for
-one call.
+non-tensor fields; `tool_step_metrics` (called by the trainer) turns them into `arise/tool_calls`
+(per trajectory), `arise/tool_error_rate` and `arise/tool_s`, with the tool agent's
+`arise/tool_calls_malformed`: in a tool run every step, 0 when no trajectory called the tool. The
+metrics dict `execute` returns holds the same for one call.
 """
 
 from __future__ import annotations
