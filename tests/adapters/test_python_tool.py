@@ -1,6 +1,7 @@
 """The python tool through verl's own tool loading (the yaml ToolAgentLoop reads)."""
 
 import asyncio
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,6 +89,39 @@ def test_concurrent_calls_do_not_block_the_event_loop(tmp_path):
     assert texts == ["0", "1", "2"] and ticks >= 6, ticks
 
 
+def test_queued_calls_leave_the_default_executor_free(tmp_path, monkeypatch):
+    """verl tokenizes in the event loop's default executor (run_in_executor(None, ...)): calls waiting
+    for a sandbox slot must not sit in its threads, or a queue of slow calls stalls every trajectory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recipe.arise.core import sandbox
+
+    tool = _tool(tmp_path, isolation="none", max_concurrent=1)
+    real = sandbox.run_python
+
+    def slow(code, limits, isolation):
+        time.sleep(0.4)
+        return real("pass", limits, isolation=isolation)
+
+    monkeypatch.setattr(sandbox, "run_python", slow)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=4))  # a 2-core machine's default is 6
+        calls = [asyncio.create_task(tool.execute("i", {"code": "pass"})) for _ in range(8)]
+        await asyncio.sleep(0.1)  # the calls are queued for the one slot
+        start = time.monotonic()
+        await loop.run_in_executor(None, lambda: None)  # what verl's tokenization does
+        waited = time.monotonic() - start
+        results = await asyncio.gather(*calls)
+        return waited, [r[0].text for r in results]
+
+    waited, texts = asyncio.run(main())
+    assert texts == ["(no output)"] * 8
+    # before the fix it waited behind the queued calls (~1.3 s here); now it starts at once
+    assert waited < 0.25, waited
+
+
 def test_step_metrics_from_the_batch_fields():
     extras = [
         {"python_tool_calls": 2, "python_tool_errors": 1, "python_tool_s": 1.0},
@@ -95,9 +129,44 @@ def test_step_metrics_from_the_batch_fields():
         {"python_tool_calls": 1, "python_tool_errors": 0, "python_tool_s": 0.5},
         {},  # a trajectory that never called the tool carries no counter
     ]
-    expected = {"arise/tool_calls": 0.75, "arise/tool_error_rate": 1 / 3, "arise/tool_s": 0.375}
+    extras[2]["tool_calls_malformed"] = 2  # the tool agent's count of calls that reached no tool
+    expected = {
+        "arise/tool_calls": 0.75,
+        "arise/tool_error_rate": 1 / 3,
+        "arise/tool_s": 0.375,
+        "arise/tool_calls_malformed": 0.5,
+    }
     assert tool_step_metrics(extras) == expected
     assert tool_step_metrics([{}, None]) == {}  # single-turn: no tool metrics at all
+    zero = {"arise/tool_calls": 0.0, "arise/tool_error_rate": 0.0, "arise/tool_s": 0.0}
+    assert tool_step_metrics([{}, None], tool_run=True) == {**zero, "arise/tool_calls_malformed": 0.0}
+
+
+def test_a_tool_run_whose_model_never_calls_the_tool_logs_0_and_fails_the_verdict(monkeypatch, capsys):
+    """verl carries no counter for a trajectory that never called the tool: with a tool agent the
+    trainer still logs arise/tool_calls, 0, every step, so the verdict's "never called" FAIL can fire."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.tools import verdict
+
+    monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
+    monkeypatch.setattr(ARISETrainer, "_extra_fields", lambda self, batch: [{"turn_scores": []} for _ in range(4)])
+    trainer = object.__new__(ARISETrainer)
+    trainer._arise_metrics, trainer.library, trainer.total_training_steps = {}, None, 3
+    rollout = {"agent": {"default_agent_loop": "arise_tool_agent"}, "multi_turn": {"enable": True}}
+    trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})
+    trainer.train_dataset = trainer.val_dataset = SimpleNamespace(rows_dropped=0)
+    steps = {}
+    for step in (1, 2, 3):
+        steps[step] = {"critic/score/mean": 0.5, "timing_s/step": 1.0}
+        ARISETrainer._compute_metrics(trainer, None, steps[step], {}, global_steps=step, epoch=0)
+    assert steps[3]["arise/tool_calls"] == 0.0 and steps[3]["arise/tool_calls_malformed"] == 0.0
+    assert "| tool calls 0.00 (malformed 0.00) |" in capsys.readouterr().out  # the console line says so
+    checks = verdict.judge(steps, "tiny", expect="grpo")
+    (check,) = [c for c in checks if c.metric == "arise/tool_calls"]
+    assert check.status == "FAIL" and verdict.outcome(checks)[0] == "FAIL"
 
 
 def test_the_tool_counters_pass_the_trajectory_record_reader():

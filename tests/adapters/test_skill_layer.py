@@ -206,6 +206,39 @@ def test_the_tool_loop_scores_in_the_context_verls_tool_loop_builds(tokenizer, m
     assert output.extra_fields["turn_scores"] == [] and output.num_turns >= 2  # verl's tool loop output
 
 
+def test_the_tool_loop_counts_the_calls_that_reach_no_tool(tokenizer, monkeypatch):
+    """verl answers an unknown tool or arguments that are not JSON with a message, and drops a
+    <tool_call> block that does not parse, counting neither: the loop counts them per trajectory."""
+    from verl.experimental.agent_loop.tool_parser import FunctionCall
+
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool())
+
+    def reply(text):
+        return tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+
+    good = '<tool_call>{"name": "run_python", "arguments": {"code": "print(3)"}}</tool_call>'
+    replies = {
+        "good": (good, 0),
+        "unknown tool": ('<tool_call>{"name": "calculator", "arguments": {"x": 1}}</tool_call>', 1),
+        "no JSON": ("<tool_call>run_python(code='print(3)')</tool_call>", 1),
+        "none": (" 3", 0),
+    }
+
+    async def go(text):
+        server = Server(reply(text))
+        server.favourite_ids = tokenizer.encode(FAVOURITE[1], add_special_tokens=False)
+        loop = build(ARISEToolAgentLoop, tokenizer, server, trainer_config(), tools=ToolListWrap([python_tool()]))
+        output = await run(loop, uid="tool")
+        # a call whose arguments are not JSON (hermes re-encodes them; other formats pass them through)
+        before = loop.malformed_calls
+        refused = await loop._call_tool(FunctionCall(name="run_python", arguments="{'code'"), {}, SimpleNamespace())
+        assert refused[0].text.startswith("Invalid JSON in arguments for 'run_python'")
+        return output.extra_fields["tool_calls_malformed"], loop.malformed_calls - before
+
+    for case, (text, expected) in replies.items():
+        assert asyncio.run(go(text)) == (expected, 1), case
+
+
 def test_the_tool_loop_scores_with_the_samples_own_tool_selection(tokenizer):
     other = dict(SCHEMA, function={**SCHEMA["function"], "name": "other_tool"})
     tools = [

@@ -279,3 +279,23 @@ def test_signals_and_cpu_are_reported():
     assert result.reason == "signal" and text == "Error: the process was killed by signal 11"
     result, text = run("while True:\n    pass\n", "none", SandboxLimits(wall_s=5, cpu_s=1))
     assert result.reason == "cpu" and text == "Error: CPU time limit of 1 s exceeded"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_too_many_threads_is_the_process_limit(mode):
+    code = "import threading, time\nfor _ in range(100):\n"
+    code += "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
+    result, text = run(code, mode)
+    assert result.reason == "procs" and "can't start new thread" in text, text
+    assert text.endswith(f"Error: process limit of {LIMITS.max_procs} exceeded")
+
+
+def test_the_uid_count_is_the_kernels_threads_not_processes():
+    stop = threading.Event()
+    started = [threading.Thread(target=stop.wait, daemon=True) for _ in range(20)]
+    for thread in started:
+        thread.start()
+    try:  # this process alone holds more than 20 tasks of this uid
+        assert sandbox_launch.threads_of_uid(os.getuid()) >= threading.active_count() > 20
+    finally:
+        stop.set()

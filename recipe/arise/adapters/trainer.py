@@ -44,7 +44,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.adapters.library_replica import get_or_create_replica
-from recipe.arise.adapters.python_tool import tool_step_metrics
+from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS, tool_step_metrics
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
@@ -317,9 +317,12 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         # prompts verl's filter_overlong_prompts dropped at load (recipe.arise.adapters.dataset)
         metrics["arise/rows_dropped"] = float(getattr(self.train_dataset, "rows_dropped", 0))
         metrics["arise/val_rows_dropped"] = float(getattr(self.val_dataset, "rows_dropped", 0))
-        # the python tool's calls, errors and seconds per trajectory (tool runs, ARISE on or off)
-        if self.config.actor_rollout_ref.rollout.multi_turn.enable:
-            metrics.update(tool_step_metrics(self._extra_fields(batch)))
+        # the python tool's calls, errors and seconds per trajectory (tool runs, ARISE on or off): with a
+        # tool agent every step, 0 included (a model that never calls the tool is the verdict's FAIL)
+        rollout = self.config.actor_rollout_ref.rollout
+        tool_run = rollout.get("agent", {}).get("default_agent_loop") in TOOL_AGENT_LOOPS
+        if tool_run or rollout.multi_turn.enable:
+            metrics.update(tool_step_metrics(self._extra_fields(batch), tool_run=tool_run))
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)

@@ -6,7 +6,9 @@ sympy import), a minimal environment and these limits, which hold in every isola
 
 - wall time: the whole process group is killed at `wall_s` (and everything left of the run after it);
 - CPU time, address space (memory), process count, file size, open files: `setrlimit` in a small
-  launcher that then `exec`s the code (no `preexec_fn`: the trainer is multi-threaded);
+  launcher that then `exec`s the code (no `preexec_fn`: the trainer is multi-threaded); the process
+  count is the kernel's, the tasks of the run's uid, so the run counts alone under its uid (a
+  fresh uid as root, a user namespace of its own otherwise; docs/sandbox.md);
 - output: read with a cap; at `max_output_bytes` the run is killed, so 100 MB of prints never sit
   in the trainer's memory.
 
@@ -164,7 +166,8 @@ def _none_caveats() -> str:
         )
     return (
         "Not root, so the code runs as this user: it can read and delete this user's files, signal its "
-        "processes and use the network; the process limit counts this user's processes."
+        "processes and use the network; the process limit counts the run's own tasks where it can have a user "
+        "namespace (else this user's threads count too: docs/sandbox.md)."
     )
 
 
@@ -213,35 +216,40 @@ def _run(code: str, limits: SandboxLimits, mode: str, bwrap: str | None) -> Sand
             f.write(code)
         python = [sys.executable, "-I", "-u"]
         keep_read = 0
-        nproc = limits.max_procs
         uid_outside = None
+        rlimits = launch.rlimits(limits, limits.max_procs)
+        nproc = {}  # not root: how the launcher makes RLIMIT_NPROC count the run's own tasks
         if os.geteuid() == 0:
             # As root RLIMIT_NPROC is never enforced (not even in a user namespace): the run gets a
-            # fresh uid of its own, so the limit counts exactly its processes, and it can neither
+            # fresh uid of its own, so the limit counts exactly its tasks, and it can neither
             # signal the trainer nor write root's files.
             uid = gid = uid_outside = _UID_BASE + secrets.randbelow(_UID_SPAN)
             os.chown(workdir, uid, gid)
             os.chown(os.path.join(workdir, "main.py"), uid, gid)
             os.chmod(os.path.join(workdir, "main.py"), 0o600)
         else:
-            nproc += len(launch.tasks_of_uid(os.getuid()))  # the limit counts all of this user's processes
+            # the run shares the trainer's uid, whose threads the kernel counts too (a Ray worker has
+            # dozens): the limit is set in a user namespace of the run's own, else raised by them
+            nproc = {"uid_tasks": launch.threads_of_uid(os.getuid()), "host_userns": launch.host_userns()}
         if mode == "bwrap" and uid is not None:
             inner = {"rlimits": {}, "uid": uid, "gid": gid, "keep_read": 0, "argv": [*python, "/sandbox/main.py"]}
             argv = launch.bwrap_argv(bwrap, workdir, as_root=True) + ["--", *launch.launcher(inner)]
             uid_outside = None  # the uid is dropped inside, after bwrap has set up the namespaces
         elif mode == "bwrap":
-            argv = launch.bwrap_argv(bwrap, workdir, as_root=False) + ["--", *python, "/sandbox/main.py"]
-            nproc += 2  # bwrap's own two processes count as this user's
+            # the limit is set inside bwrap's user namespace, where bwrap's init is one more task
+            # (a setuid bwrap makes none: then bwrap's two processes count as the uid's too)
+            inner = {"rlimits": launch.rlimits(limits, limits.max_procs + 1), "uid": None, "gid": None, "keep_read": 0}
+            inner.update(nproc, uid_tasks=nproc["uid_tasks"] + 2, argv=[*python, "/sandbox/main.py"])
+            argv = launch.bwrap_argv(bwrap, workdir, as_root=False) + ["--", *launch.launcher(inner)]
+            del rlimits["RLIMIT_NPROC"]  # outside, the trainer's threads would count against it
+            nproc = {}
         else:
             argv = [*python, "main.py"]
             if uid is not None and launch.interpreter_private():
                 keep_read = launch.CAP_DAC_READ_SEARCH  # the interpreter lives under a private dir (/root)
-        spec = {
-            "rlimits": launch.rlimits(limits, nproc),
-            "uid": uid_outside,
-            "gid": uid_outside,
-            "keep_read": keep_read,
-        }
+            elif uid is None:
+                nproc["userns"] = True
+        spec = {"rlimits": rlimits, "uid": uid_outside, "gid": uid_outside, "keep_read": keep_read, **nproc}
         spec["argv"] = argv
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -351,6 +359,8 @@ def _reason(code: int | None, stderr: str, timed_out: bool, truncated: bool) -> 
     if code in (-signal.SIGXCPU, -signal.SIGKILL) and not last:
         return "cpu"
     if "Resource temporarily unavailable" in stderr and ("fork" in stderr or "thread" in stderr.lower()):
+        return "procs"
+    if "can't start new thread" in last:  # Python's error when a thread hits RLIMIT_NPROC
         return "procs"
     if code is not None and code < 0:
         return "signal"

@@ -82,14 +82,32 @@ def interpreter_private() -> bool:
 
 
 # The launcher: a tiny interpreter that sets the limits, drops the uid and execs the real command.
+# RLIMIT_NPROC: the kernel counts the tasks (threads included) of the uid, since Linux 5.14 per user
+# namespace. Not root, the run shares its uid with the trainer (a Ray worker has dozens of threads):
+# "userns" gives it a user namespace of its own (the same uid inside) before the limit is set, so
+# the limit counts only its tasks; where it has none (no unprivileged user namespaces, an older
+# kernel), "uid_tasks" (the uid's tasks when the run started) is added to the limit instead.
 LAUNCHER = r"""
-import ctypes, json, os, resource, sys
+import ctypes, json, os, re, resource, sys
 spec = json.loads(sys.argv[1])
 argv = spec["argv"]
+libc = ctypes.CDLL(None, use_errno=True)
+if spec.get("userns"):
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER; the same uid and gid inside
+        try:  # unmapped, the run is "nobody" inside, and still counted alone
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        except OSError:
+            pass
+if spec.get("uid_tasks") is not None:
+    own_ns = os.stat("/proc/self/ns/user").st_ino != spec["host_userns"]
+    if not (own_ns and tuple(map(int, re.findall(r"\d+", os.uname().release)[:2])) >= (5, 14)):
+        spec["rlimits"]["RLIMIT_NPROC"] = [v + spec["uid_tasks"] for v in spec["rlimits"]["RLIMIT_NPROC"]]
 for name, value in spec["rlimits"].items():
     resource.setrlimit(getattr(resource, name), (value[0], value[1]))
 if spec["uid"] is not None:
-    libc = ctypes.CDLL(None, use_errno=True)
     if spec["keep_read"]:
         libc.prctl(8, 1, 0, 0, 0)  # PR_SET_KEEPCAPS
     os.setgroups([])
@@ -140,6 +158,27 @@ def tasks_of_uid(uid: int) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def threads_of_uid(uid: int) -> int:
+    """The tasks the kernel counts for RLIMIT_NPROC: the threads of every process whose real uid is `uid`."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if line.startswith(("Uid:", "Threads:")))
+        except (OSError, ValueError):
+            continue
+        if "Uid" in fields and int(fields["Uid"].split()[0]) == uid:
+            total += int(fields.get("Threads", "1"))
+    return total
+
+
+def host_userns() -> int:
+    """This process's user namespace (its inode): the launcher compares its own with it."""
+    return os.stat("/proc/self/ns/user").st_ino
 
 
 def sweep_uid(uid: int) -> None:

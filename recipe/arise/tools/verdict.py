@@ -65,7 +65,14 @@ ACTIVITY_KEYS = (
 OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
 # arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool): no sign of ARISE
 RUN_KEYS = frozenset(
-    ("arise/rows_dropped", "arise/val_rows_dropped", "arise/tool_calls", "arise/tool_error_rate", "arise/tool_s")
+    (
+        "arise/rows_dropped",
+        "arise/val_rows_dropped",
+        "arise/tool_calls",
+        "arise/tool_error_rate",
+        "arise/tool_s",
+        "arise/tool_calls_malformed",
+    )
 )
 
 
@@ -188,14 +195,16 @@ def tool_checks(rows: list[dict[str, float]]) -> list[Check]:
     if not tool_rows:
         return []
     calls = _mean(tool_rows, "arise/tool_calls") or 0.0
+    malformed = _mean(tool_rows, "arise/tool_calls_malformed") or 0.0
+    tried = f" (it made {malformed:.2f} malformed calls per trajectory)" if malformed > 0 else ""
     checks = [
         Check(
             "arise/tool_calls",
             f"{calls:.2f} per trajectory over {len(tool_rows)} steps",
             "> 0 in a tool run",
             OK if calls > 0 else FAIL,
-            "the model never called the tool: the tool-call format (multi_turn.format), the tool schema in "
-            "the prompt (multi_turn.tool_config_path), the tool-use data (data_prep --tool python)",
+            f"the model never called the tool{tried}: the tool-call format (multi_turn.format), the tool schema "
+            "in the prompt (multi_turn.tool_config_path), the tool-use data (data_prep --tool python)",
             "" if calls > 0 else "a tool run whose model never called the tool",
         )
     ]
