@@ -279,3 +279,26 @@ def test_signals_and_cpu_are_reported():
     assert result.reason == "signal" and text == "Error: the process was killed by signal 11"
     result, text = run("while True:\n    pass\n", "none", SandboxLimits(wall_s=5, cpu_s=1))
     assert result.reason == "cpu" and text == "Error: CPU time limit of 1 s exceeded"
+
+
+@pytest.mark.skipif(sandbox.find_bwrap() is None, reason="bubblewrap not installed")
+@pytest.mark.parametrize(
+    "code,last",
+    [
+        (
+            "import urllib.request\nurllib.request.urlopen('https://pypi.org/simple/', timeout=5)\n",
+            "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+        ),
+        (
+            "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=5)\n",
+            "OSError: [Errno 101] Network is unreachable",
+        ),
+    ],
+)
+def test_bwrap_network_errors_are_the_ones_the_docs_quote(code, last):
+    """What the model sees when its code tries the network under bwrap, as docs/sandbox.md quotes it."""
+    result, text = run(code, "bwrap")
+    lines = text.strip().splitlines()
+    assert result.reason == "error" and lines[-2:] == [last, "Error: exit status 1"], lines[-6:]
+    # not "timed out": the call fails at once, there is nothing to wait for
+    assert f"`{last}`" in (ROOT / "docs" / "sandbox.md").read_text()
