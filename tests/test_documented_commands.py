@@ -1,4 +1,4 @@
-"""Every command line README.md, docs/tools.md, docs/agent_loops.md, docs/sandbox.md and docs/testing.md show is run
+"""Every command line README.md and the docs pages in DOCS show is run
 here, as written, in its cheapest faithful form; HOW maps each one to how, and a command the docs
 show without an entry in HOW fails the test (as does an entry the docs no longer show).
 
@@ -19,6 +19,8 @@ show without an entry in HOW fails the test (as does an entry the docs no longer
 - ``elsewhere``: needs the network or a GPU machine; the entry says what checks it instead.
 - ``tier``: a pytest tier of docs/testing.md, collected as written (``--collect-only``): it selects
   what the page says, skips nothing, and README command 1 (CI) runs every test of it.
+- ``e2e``: a launch an end-to-end test (launch tier) runs as written (the entry names the test; it reads the
+  command from its document).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ import pytest
 import smoke_run
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md")
+DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md", "docs/own_data.md")
 
+E2E_EVAL = "e2e: tests/e2e/test_cpu_e2e.py::test_eval_on_validation_machinery"
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
@@ -92,6 +95,16 @@ HOW = {
     "python -m recipe.arise.tools.verdict outputs/cpu_smoke": "tool",
     "python -m recipe.arise.tools.verdict --expect grpo outputs/cpu_smoke_grpo": "tool",
     "python -m recipe.arise.tools.verdict --scale gpu --launch-only outputs/cpu_smoke/metrics.jsonl": "tool",
+    # docs/own_data.md
+    "OUT_DIR=outputs/cpu_own TRAIN_FILES=my_data/train.parquet VAL_FILES=my_data/val.parquet "
+    "PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": "print",
+    "T=$(.venv/bin/python -m recipe.arise.cpu.tiny --cached | tail -n 1)": E2E_EVAL,
+    "CPU=1 PYTHON=.venv/bin/python MODEL_PATH=$T/model CKPT=outputs/cpu_smoke/checkpoints/global_step_6 "
+    "DATA_FILES=$T/data/val.parquet K=2 OUT=outputs/cpu_eval bash run_scripts/eval_arise.sh": E2E_EVAL,
+    "EXPERIMENT=arise_my_data TRAIN_FILES=$PWD/my_data/train.parquet VAL_FILES=$PWD/my_data/val.parquet "
+    "bash run_scripts/qwen3_4b_arise.sh": "print",
+    "MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 CKPT=checkpoints/arise_qwen3_4b/arise_my_data/global_step_2000 "
+    "DATA_FILES=$PWD/my_data/val.parquet bash run_scripts/eval_arise.sh": "print",
     # docs/sandbox.md
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=recipe/arise/config/python_tool.yaml": "elsewhere: "
     "an override, not a command; every TOOL=python script sets it (tests/test_run_scripts.py)",
@@ -148,7 +161,16 @@ def test_every_documented_command_says_how_it_is_exercised():
     stale = [c for c in HOW if c not in shown]
     assert not stale, "HOW names commands no document shows any more:\n" + "\n".join(stale)
     kinds = {how.split(":")[0] for how in HOW.values()}
-    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "tier"}, kinds
+    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "tier", "e2e"}, kinds
+
+
+def test_what_the_e2e_tier_runs_names_a_test_that_reads_its_document():
+    for command in _of("e2e"):
+        path, name = HOW[command].split(": ", 1)[1].split("::")
+        source = (REPO / path).read_text()
+        assert f"def {name}(" in source, HOW[command]
+        docs = documented()[command]
+        assert any(doc in source for doc in docs), (command, docs)  # the test reads the command where it is shown
 
 
 def test_ci_runs_its_commands_verbatim():
@@ -344,3 +366,19 @@ def test_calibrate_as_written_starts_on_this_machine(workspace):
 
     if not torch.cuda.is_available():
         assert any("no GPU: the CPU layer" in line for line in seen), seen
+
+
+def test_the_own_data_rows_block_writes_files_a_run_accepts(tmp_path, monkeypatch):
+    """docs/own_data.md's Python block, as written: its files pass the checks a run makes on rows
+    (preflight and dataset: recipe.arise.data_prep.schema.file_row_faults) and have the converters' schema."""
+    import pyarrow.parquet as pq
+
+    from recipe.arise.data_prep.schema import SCHEMA, file_row_faults
+
+    (block,) = re.findall(r"^```python\n(.*?)^```", (REPO / "docs" / "own_data.md").read_text(), re.S | re.M)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/own_data.md", "exec"), {})
+    for name, rows in (("train", 4), ("val", 2)):
+        path = tmp_path / "my_data" / f"{name}.parquet"
+        assert file_row_faults(path) == (rows, [])
+        assert pq.read_schema(path).remove_metadata() == SCHEMA.remove_metadata()

@@ -8,6 +8,7 @@ constants) through the module:
 
 - ``smoke_run.launch`` (the CPU smoke script), except inside ``smoke_run.reuse_or_run(...)``: the
   README's runs, which CI runs first and hands over (started by a test only without CI's);
+- ``smoke_run.launch_command``: a command line that starts a launch, e.g. read from a page of docs/;
 - a ``subprocess`` call whose command names a launching script of the repository's ``run_scripts``
   (``cpu_smoke_arise.sh``, ``eval_arise.sh``) without ``PRINT_OVERRIDES`` in its environment (with it
   a script prints its overrides and starts nothing);
@@ -93,7 +94,7 @@ class _Module:
         for sub in ast.walk(node):
             if id(sub) in handed_over:
                 continue
-            if _is(sub, "smoke_run", "launch"):
+            if _is(sub, "smoke_run", "launch") or _is(sub, "smoke_run", "launch_command"):
                 return True
             if isinstance(sub, ast.ImportFrom) and sub.module == "vllm" and any(a.name == "LLM" for a in sub.names):
                 return True

@@ -388,6 +388,35 @@ def test_a_reply_that_is_not_json_falls_back_and_a_failed_request_yields_nothing
     assert [(p.uid, p.origin, d.skill_name) for d, p in new] == [("g1", "fallback", "trace_abstract")]
 
 
+def test_a_parsed_but_overlong_summary_is_discarded_not_a_fallback(caplog):
+    """App. D.1: a document over 220 chars after clipping is discarded; the trace_abstract fallback is
+    for a reply that is not valid JSON. The drop is counted (arise/summary_discarded) and printed."""
+    from recipe.arise.core.summary import summary_skills
+
+    long_json = (
+        '{"skill_name":"long_skill","problem_type":"algebra","key_insight":"' + "k" * 150 + '",'
+        '"method":["' + "a" * 90 + '","' + "b" * 90 + '"],"check":"Plug in"}'
+    )
+    cfg = ARISEConfig.from_dict({"summary": {"on_overlong": "discard"}}).summary  # as PRESET=paper sets it
+    tok = SimpleNamespace(decode=lambda ids, skip_special_tokens=True: bytes(ids).decode())
+    groups = [group("g1", ["t1"]), group("g2", ["t2"])]
+    with caplog.at_level(logging.WARNING):
+        new, stats = summary_skills(
+            tok, groups, [list(long_json.encode()), list(b"no json")], 0, cfg, 3, logging.getLogger("t")
+        )
+    assert (stats["parsed"], stats["fallback"], stats["discarded"]) == (0, 1, 1)
+    assert [(p.uid, p.origin) for _, p in new] == [("g2", "fallback")]  # g1 yields no skill
+    assert "g1 discarded (arise/summary_discarded)" in caplog.text
+    counts = SummaryCounts()
+    counts.add(stats)
+    assert counts.discarded == 1
+    # the default shrinks the same document to fit instead
+    new, stats = summary_skills(
+        tok, groups[:1], [list(long_json.encode())], 0, ARISEConfig.from_dict({}).summary, 3, logging.getLogger("t")
+    )
+    assert (stats["parsed"], stats["discarded"]) == (1, 0) and new[0][1].origin == "json"
+
+
 def test_library_maintenance_runs_once_per_global_step():
     calls = []
 

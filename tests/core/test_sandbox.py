@@ -299,3 +299,26 @@ def test_the_uid_count_is_the_kernels_threads_not_processes():
         assert sandbox_launch.threads_of_uid(os.getuid()) >= threading.active_count() > 20
     finally:
         stop.set()
+
+
+@pytest.mark.skipif(sandbox.find_bwrap() is None, reason="bubblewrap not installed")
+@pytest.mark.parametrize(
+    "code,last",
+    [
+        (
+            "import urllib.request\nurllib.request.urlopen('https://pypi.org/simple/', timeout=5)\n",
+            "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+        ),
+        (
+            "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=5)\n",
+            "OSError: [Errno 101] Network is unreachable",
+        ),
+    ],
+)
+def test_bwrap_network_errors_are_the_ones_the_docs_quote(code, last):
+    """What the model sees when its code tries the network under bwrap, as docs/sandbox.md quotes it."""
+    result, text = run(code, "bwrap")
+    lines = text.strip().splitlines()
+    assert result.reason == "error" and lines[-2:] == [last, "Error: exit status 1"], lines[-6:]
+    # not "timed out": the call fails at once, there is nothing to wait for
+    assert f"`{last}`" in (ROOT / "docs" / "sandbox.md").read_text()

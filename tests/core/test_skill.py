@@ -14,6 +14,7 @@ from recipe.arise.core.skill import (
     fallback_skill,
     load_seed_skills,
     parse_skill,
+    parse_summary,
 )
 
 GOOD = {
@@ -141,6 +142,17 @@ def test_parse_clips_fields():
     d = {**GOOD, "key_insight": "k" * 10, "method": ["s" * 120, "t"], "check": "ok", "skill_name": "n"}
     doc = parse_skill(json.dumps(d))
     assert doc is not None and doc.method[0] == "s" * 100
+
+
+def test_parse_summary_tells_a_discarded_document_from_invalid_json():
+    """App. D.1: stage 3 discards a parsed document over 220 chars; only output without a valid JSON
+    skill (malformed brackets, missing fields) is the fallback's case."""
+    long = {**GOOD, "key_insight": "k" * 170, "skill_name": "n"}
+    assert parse_summary(json.dumps(long)) == (None, "overlong")
+    assert parse_summary(json.dumps(long), shrink=True)[1] == "parsed"
+    assert parse_summary(json.dumps(long) + json.dumps(GOOD)) == (SkillDoc.from_dict(GOOD), "parsed")
+    for bad in ('{"skill_name": "x", "key_insight": ', json.dumps({**GOOD, "method": ["one"]}), "prose", None):
+        assert parse_summary(bad) == (None, "invalid")
 
 
 def test_parse_more_than_three_steps_keeps_first_three():

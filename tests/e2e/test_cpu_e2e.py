@@ -12,7 +12,8 @@ One run per distinct configuration, and every assertion about a configuration re
   with ``OUT_DIR`` under pytest's tmp.
 - plain GRPO (``ARISE=false``) through the same code path: a launch of its own, after the
   evaluation on the same pytest-xdist worker (two launches at once on 2 cores and 24 GiB, not three).
-- the step-6 checkpoint evaluated with ``run_scripts/eval_arise.sh`` on verl's validation machinery.
+- the step-6 checkpoint evaluated with ``run_scripts/eval_arise.sh`` on verl's validation machinery: the
+  command docs/own_data.md shows, run as written.
 
 The streamed summaries, the resume with the library restored exactly and the trained Manager
 (``arise.selection.train_manager``) share the launches of the faults scenario
@@ -252,42 +253,45 @@ def test_inspect_and_report_on_the_run(arise_run, tmp_path):
     assert parsed.provenance.query[:40] in shown and "summary rollout's JSON" in shown
 
 
+def documented_cpu_eval() -> str:
+    """docs/own_data.md's CPU evaluation block (README command 2's checkpoint), as a newcomer runs it."""
+    text = (REPO / "docs" / "own_data.md").read_text()
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M) if "eval_arise.sh" in b and "CPU=1" in b]
+    assert len(blocks) == 1, blocks
+    return blocks[0]
+
+
 @pytest.mark.launch
 def test_eval_on_validation_machinery(arise_run, tmp_path):
-    cfg = smoke_run.config(arise_run)
-    env = {
-        **os.environ,
-        "PYTHON": sys.executable,
-        "CPU": "1",
-        "MODEL_PATH": str(cfg.actor_rollout_ref.model.path),  # the run's own tiny model
-        "CKPT": str(arise_run / "checkpoints" / f"global_step_{STEPS}"),
-        "DATA_FILES": str(cfg.data.val_files),
-        "K": "2",
-        "OUT": str(tmp_path / "eval"),
-    }
-    proc = subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "eval_arise.sh")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    """docs/own_data.md's CPU evaluation, run as written from a folder laid out as after README
+    command 2 (its ``outputs/cpu_smoke`` is this module's run, ``.venv`` this interpreter's)."""
+    work = tmp_path / "work"
+    (work / "outputs").mkdir(parents=True)
+    (work / "outputs" / "cpu_smoke").symlink_to(arise_run)
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1])  # the venv holding this interpreter
+    (work / "run_scripts").symlink_to(REPO / "run_scripts")
+    assert (work / ".venv" / "bin" / "python").exists()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in ("CPU", "PYTHON", "MODEL_PATH", "CKPT", "DATA_FILES", "K", "OUT", "PRINT_OVERRIDES", "SKIP_PREFLIGHT"):
+        env.pop(name, None)  # the block sets what it needs
+    proc = smoke_run.launch_command(documented_cpu_eval(), cwd=work, env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    result = json.loads((tmp_path / "eval" / "eval.json").read_text())["results"]["arise_tiny_addition"]
+    out = work / "outputs" / "cpu_eval"
+    result = json.loads((out / "eval.json").read_text())["results"]["arise_tiny_addition"]
     assert result["k"] == 2 and result["pass@1"] > 0.0  # the trained tiny model solves some
     # the checkpoint's library (and its calibrated gate) was active at evaluation: every query had
     # the cache scored, and some passed the gate and had a skill injected
     assert result["scored"] == 1.0 and 0.0 < result["max_p"] <= 1.0
     assert result["skill_use"] > 0.0
-    table = (tmp_path / "eval" / "eval.md").read_text()
+    table = (out / "eval.md").read_text()
     assert "arise_tiny_addition" in table and "AIME 24" not in table  # what was evaluated, no empty columns
+    assert (out / "eval.csv").is_file()
     # a console a person can read: what starts and the table, the rest in eval.log
     console = (proc.stdout + proc.stderr).splitlines()
     assert len(console) < 60, "\n".join(console)
     assert any("rollout server ready" in line for line in console), "\n".join(console)
-    assert f"[eval] full log: {tmp_path / 'eval' / 'eval.log'}" in console
-    assert "val-core/" in (tmp_path / "eval" / "eval.log").read_text()  # verl's own output, whole, in the log
+    assert "[eval] full log: outputs/cpu_eval/eval.log" in console
+    assert "val-core/" in (out / "eval.log").read_text()  # verl's own output, whole, in the log
 
 
 @pytest.mark.launch

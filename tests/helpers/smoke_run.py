@@ -68,3 +68,11 @@ def launch(out_dir: Path, *overrides: str, timeout: float = 1800, **env) -> subp
     (out_dir / "console.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"cpu smoke run failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}"
     return proc
+
+
+def launch_command(command: str, cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    """A shell command line that starts a launch (e.g. one a page of docs/ shows, read from it), run
+    as written with ``bash -euo pipefail``; tests/test_tiers.py counts a call of it as a launch."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )

@@ -1,10 +1,15 @@
 """Values the run would take quietly or refuse only after start-up are preflight ERRORs: a boolean given as
-a word (``arise.enable=maybe``), a setting the library refuses (``cache_capacity=0``), a ``load_from`` file
-holding a skill over the schema's limits; and the ARISE trainer refuses a config without ``arise:``."""
+a word (``arise.enable=maybe``), a mistyped key (``arise.selection.gatee``: the schema's message, not
+Hydra's), a setting the library refuses (``cache_capacity=0``), a ``load_from`` file holding a skill over
+the schema's limits; and the ARISE trainer refuses a config without ``arise:``."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +18,8 @@ from omegaconf import OmegaConf
 from recipe.arise.tools import preflight
 
 ENTRY = preflight.ARISE_ENTRY
+ARISE_ENTRY_MODULE = ENTRY
+REPO = Path(__file__).resolve().parents[2]
 
 
 CONFIG, LIBRARY = "ARISE config (arise: section)", "ARISE initial library (seeds or arise.library.load_from)"
@@ -89,3 +96,45 @@ def test_the_trainers_library_settings_are_the_configs():
 
     cfg = ARISEConfig.from_dict({"phase1_steps": 3, "library": {"cache_capacity": 4, "rank_by": "uplift"}})
     assert ARISETrainer._library_settings(SimpleNamespace(arise=cfg)) == cfg.library_settings()
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHON": sys.executable}
+    return subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_mistyped_arise_key_on_a_script_gets_the_projects_message_not_hydras():
+    """`arise.selection.gatee=0.3` on a run script: its preflight (what run_main runs first) names the key, the
+    closest known one and the section's known keys; Hydra's "To append to your config use +..." never shows."""
+    proc = _run("-m", "recipe.arise.tools.preflight", "run_scripts/qwen3_4b_arise.sh", "arise.selection.gatee=0.3")
+    assert proc.returncode == 1
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[preflight] ERROR")]
+    assert len(lines) == 1, proc.stdout[-2000:]
+    assert "unknown key 'arise.selection.gatee' in arise.selection (did you mean arise.selection.gate?)" in lines[0]
+    assert "known: calibration, calibration_window, control_share, epsilon, gate," in lines[0]
+    assert "+arise" not in proc.stdout + proc.stderr and "append" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("arise.selection.gatee=0.3", "unknown key 'arise.selection.gatee' in arise.selection"),
+        ("arise.enable.x=1", "arise.enable is a value, not a section"),
+    ],
+)
+def test_the_entry_point_checks_arise_keys_before_hydra(override, match):
+    """With SKIP_PREFLIGHT=1 the entry point is the first to see the override: the same message. (Only
+    overrides Hydra refuses too: were the check gone, none of them could start a run.)"""
+    proc = _run("-m", ARISE_ENTRY_MODULE, override)
+    assert proc.returncode == 1 and match in proc.stderr, proc.stderr[-2000:]
+    assert "append" not in proc.stderr
+
+
+def test_known_arise_keys_and_other_overrides_pass_the_check():
+    from recipe.arise.core.arise_overrides import check_arise_overrides
+
+    with pytest.raises(ValueError, match=r"'arise.libary.cache_capacity' in arise \(did you mean arise.library\?\)"):
+        check_arise_overrides(["+arise.libary.cache_capacity=5"])  # Hydra would add it; ARISEConfig refuse it later
+
+    check_arise_overrides(["arise.selection.gate=0.3", "++arise.summary.on_overlong=discard", "trainer.x=1"])
+    check_arise_overrides(["arise.selection={gate: 0.3}", "~arise.ig.every_n_steps", "data.arise_tag=1"])

@@ -6,8 +6,11 @@ registered as ``trainer.v1.trainer_mode=arise``.
 """
 
 import os
+import sys
 
 import hydra
+
+from recipe.arise.core.arise_overrides import check_arise_overrides
 
 REGISTER_MODULE = "recipe.arise.adapters.verl_register"
 
@@ -27,5 +30,9 @@ def main(config):
 
 
 if __name__ == "__main__":
+    try:  # a mistyped arise key (SKIP_PREFLIGHT=1): the schema's message before Hydra's "append it with +"
+        check_arise_overrides(sys.argv[1:])
+    except ValueError as error:
+        sys.exit(f"[arise] ERROR {error}")
     _ensure_registered_everywhere()  # before `import verl` anywhere, so Ray workers inherit it
     main()

@@ -22,7 +22,8 @@ class SummaryCounts:
 
     attempts: int = 0  # rollouts started (failed ones and those not back by the deadline included)
     parsed: int = 0  # replies that parsed as a skill
-    fallback: int = 0  # replies that did not, abstracted from the best trace (summary.fallback)
+    fallback: int = 0  # replies with no valid JSON skill, abstracted from the best trace (summary.fallback)
+    discarded: int = 0  # skills that parsed but stayed over 220 chars (summary.on_overlong): no skill
     failed: int = 0  # requests that errored or timed out: no skill
     prompt_tokens: int = 0  # summary prompt tokens
     response_tokens: int = 0  # summary reply tokens
@@ -123,6 +124,7 @@ def step_metrics(
         "arise/summary_attempts": float(attempts),
         "arise/summary_parsed": float(summary.parsed),
         "arise/summary_failed": float(summary.failed),
+        "arise/summary_discarded": float(summary.discarded),
         "arise/summary_parse_rate": summary.parsed / attempts if attempts else 0.0,
         "arise/summary_fallback_rate": summary.fallback / attempts if attempts else 0.0,
         "arise/maintenance_s": float(maintenance_s),

@@ -247,7 +247,8 @@ class SummaryConfig:
     fallback: bool = _key(True, "a generation that does not parse falls back to an abstract of the trace")
     timeout_s: float = _key(600.0, "the step's summary rollouts (s); on error or timeout a summary counts as failed")
     on_overlong: str = _key(
-        "shrink", "a valid document over max_chars: shrink its fields to fit | discard (App. D.1 literal)"
+        "shrink",
+        "a parsed skill over 220 chars: shrink it to fit, else discard | discard (App. D.1); never the fallback",
     )
     # summary rollouts per step: -1 = one per group with tau+ (Alg. 1); k > 0 = at most k (App. E's
     # "single sequence" per step is 1). Which groups: "hardest" = lowest success rate first (ties

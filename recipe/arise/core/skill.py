@@ -4,9 +4,11 @@ A skill is a frozen :class:`SkillDoc`.  Its compact JSON text (:meth:`SkillDoc.t
 is exactly what is injected into prompts and scored by the manager, and is hard-capped
 at :data:`MAX_DOC_CHARS` characters.
 
-:func:`parse_skill` implements the four-stage validation of the summary rollout output
+:func:`parse_summary` implements the four-stage validation of the summary rollout output
 (extraction -> parsing -> truncation/discard; the fourth stage, insertion, is the
-library's ADD).  :func:`fallback_skill` is the ``trace_abstract`` fallback.
+library's ADD) and says which stage a rejected output failed: App. D.1's ``trace_abstract``
+fallback (:func:`fallback_skill`) is for output that is not valid JSON, not for a document
+discarded at truncation.
 
 This module is framework free (stdlib only).
 """
@@ -35,6 +37,7 @@ __all__ = [
     "SEED_SKILLS_PATH",
     "SkillDoc",
     "parse_skill",
+    "parse_summary",
     "fallback_skill",
     "load_seed_skills",
     "normalize_problem_type",
@@ -67,6 +70,9 @@ MAX_JSON_OBJECT_CHARS = 4_000  # longest JSON object considered as a skill docum
 MAX_JSON_DEPTH = 32
 
 SEED_SKILLS_PATH = Path(__file__).resolve().parents[1] / "data" / "seed_skills.json"
+
+# parse_summary's outcomes
+PARSED, OVERLONG, INVALID = "parsed", "overlong", "invalid"
 
 FALLBACK_NAME = "trace_abstract"
 FALLBACK_PREFIX = "Solve by: "
@@ -232,7 +238,9 @@ def _split_steps(text: str) -> list[str]:
     return [p for p in (_clean(p).strip(" .") for p in parts) if p]
 
 
-def _coerce_fields(d: Mapping[str, Any], shrink: bool) -> SkillDoc | None:
+def _coerce_fields(d: Mapping[str, Any], shrink: bool) -> SkillDoc | str | None:
+    """The skill of one JSON object; None where a required field is missing or malformed (not a
+    valid skill), ``OVERLONG`` where it parsed but stays over the cap after clipping (and shrinking)."""
     # skill_name (required)
     name = d.get("skill_name")
     if not isinstance(name, str):
@@ -270,10 +278,10 @@ def _coerce_fields(d: Mapping[str, Any], shrink: bool) -> SkillDoc | None:
     doc = SkillDoc(name, ptype, insight, tuple(steps), check)
     if len(doc.to_json()) > MAX_DOC_CHARS:
         if not shrink:
-            return None  # paper App. D.1 stage 3: discard if still over the cap
+            return OVERLONG  # paper App. D.1 stage 3: discard if still over the cap
         doc = _shrink(doc)
         if doc is None:
-            return None
+            return OVERLONG
     return doc if doc.is_valid() else None
 
 
@@ -342,7 +350,7 @@ def _too_deep(text: str) -> bool:
     return False
 
 
-def parse_skill(text: Any, *, shrink: bool = False) -> SkillDoc | None:
+def parse_summary(text: Any, *, shrink: bool = False) -> tuple[SkillDoc | None, str]:
     """Four-stage validation of a summary rollout output (App. D.1); never raises.
 
     1. extraction: cap the input, find JSON objects (fences/prose ignored);
@@ -350,25 +358,35 @@ def parse_skill(text: Any, *, shrink: bool = False) -> SkillDoc | None:
        string split into steps); ``problem_type`` normalised (unknown -> general);
        ``check`` defaulted;
     3. truncation: clip fields to their limits, keep the first 3 steps, reject < 2 steps;
-       discard (None) if ``to_json()`` still exceeds 220 chars (``shrink=True`` trims
-       instead -- not the paper's behaviour, off by default).
-    The first candidate object that validates is returned.
+       discard if ``to_json()`` still exceeds 220 chars (``shrink=True`` trims first --
+       not the paper's behaviour).
+    The first candidate object that validates is returned with ``PARSED``; else ``(None,
+    OVERLONG)`` if some candidate parsed but was discarded at stage 3, else ``(None, INVALID)``
+    (no valid JSON skill: the case App. D.1's fallback is for).
     """
     try:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text[: MAX_PARSE_INPUT_CHARS * 4]).decode("utf-8", errors="replace")
         if not isinstance(text, str):
-            return None
+            return None, INVALID
         text = text[:MAX_PARSE_INPUT_CHARS]
+        outcome = INVALID
         for obj in _iter_json_objects(text):
             if _too_deep(_compact_safe(obj)):
                 continue
             doc = _coerce_fields(obj, shrink)
-            if doc is not None:
-                return doc
-        return None
-    except Exception:  # pragma: no cover - defensive: parse_skill must never raise
-        return None
+            if isinstance(doc, SkillDoc):
+                return doc, PARSED
+            if doc == OVERLONG:
+                outcome = OVERLONG
+        return None, outcome
+    except Exception:  # pragma: no cover - defensive: parse_summary must never raise
+        return None, INVALID
+
+
+def parse_skill(text: Any, *, shrink: bool = False) -> SkillDoc | None:
+    """The skill :func:`parse_summary` accepts, or None (discarded or not valid JSON)."""
+    return parse_summary(text, shrink=shrink)[0]
 
 
 def _compact_safe(obj: Any) -> str:

@@ -14,7 +14,7 @@ from uuid import uuid4
 
 from recipe.arise.core.library_entry import Provenance
 from recipe.arise.core.prompts import summary_messages
-from recipe.arise.core.skill import SkillDoc, fallback_skill, parse_skill
+from recipe.arise.core.skill import INVALID, MAX_DOC_CHARS, OVERLONG, SkillDoc, fallback_skill, parse_summary
 
 __all__ = ["summary_prompt_ids", "summary_sampling_params", "generate_summary", "summary_skills"]
 
@@ -57,11 +57,13 @@ def summary_skills(
     tokenizer, groups: Sequence[dict[str, Any]], outputs: Sequence[Any], prompt_tokens: int, cfg, step: int, logger
 ) -> tuple[list[tuple[SkillDoc, Provenance]], dict[str, int]]:
     """The new skills of the summary outputs (per group: token ids, or the exception it raised):
-    parsed from JSON, else (``cfg.fallback``) abstracted from the best trace; and the counts. A
-    request that errored or timed out yields no skill (``failed``): App. D.1's fallback is for a
-    reply that is not valid JSON, not for a summary rollout that never ran."""
-    stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "failed": 0, "prompt_tokens": int(prompt_tokens)}
-    stats["response_tokens"] = 0
+    parsed from JSON, else (``cfg.fallback``) abstracted from the best trace; and the counts. As
+    App. D.1, the ``trace_abstract`` fallback is for a reply that is not valid JSON: a document that
+    parsed but stays over the 220-char cap after clipping (and, with ``on_overlong: shrink``,
+    shrinking) is discarded (``discarded``), and a request that errored or timed out yields no
+    skill (``failed``)."""
+    stats = {"attempts": len(groups), "parsed": 0, "fallback": 0, "discarded": 0, "failed": 0}
+    stats.update(prompt_tokens=int(prompt_tokens), response_tokens=0)
     new_skills: list[tuple[SkillDoc, Provenance]] = []
     for group, output in zip(groups, outputs, strict=True):
         if isinstance(output, BaseException) or output is None:
@@ -71,10 +73,17 @@ def summary_skills(
         ids = list(getattr(output, "token_ids", output))
         text = tokenizer.decode(ids, skip_special_tokens=True)
         stats["response_tokens"] += len(ids)
-        skill, origin = parse_skill(text, shrink=cfg.on_overlong == "shrink"), "json"
+        skill, outcome = parse_summary(text, shrink=cfg.on_overlong == "shrink")
+        origin = "json"
         if skill is not None:
             stats["parsed"] += 1
-        elif cfg.fallback:
+        elif outcome == OVERLONG:
+            stats["discarded"] += 1
+            logger.warning(
+                f"ARISE summary of group {group['uid']} discarded (arise/summary_discarded): its skill parsed but is "
+                f"over {MAX_DOC_CHARS} chars after clipping (arise.summary.on_overlong={cfg.on_overlong}, App. D.1)"
+            )
+        elif outcome == INVALID and cfg.fallback:
             skill, origin = fallback_skill(group["traces"][0]["text"]), "fallback"
             stats["fallback"] += 1
         if skill is not None:

@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+from recipe.arise.core.arise_overrides import check_arise_overrides
 from recipe.arise.tools.preflight_common import (
     ALLOW_CONFIG_CHANGE,
     ALLOW_LONGROPE,
@@ -162,6 +163,12 @@ def run_preflight(
             return
         print(text, file=out, flush=True)
 
+    if entry == ARISE_ENTRY:  # a mistyped arise key: the schema's message, not Hydra's "append it with +"
+        try:
+            check_arise_overrides(overrides)
+        except ValueError as error:
+            say(f"[preflight] ERROR   {error}")
+            return 1
     try:
         cfg = compose(entry, overrides)
     except Exception as error:
