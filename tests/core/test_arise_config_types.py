@@ -73,6 +73,8 @@ def test_a_value_of_the_wrong_type_names_its_key(key, value):
         ("phase1_steps", -1, r"arise\.phase1_steps must be >= 0"),
         ("summary.top_p", 0.0, r"arise\.summary\.top_p must be in \(0, 1\]"),
         ("summary.max_tokens", 0, r"arise\.summary\.max_tokens must be > 0"),
+        # the cap is the skill schema's: another value would be ignored, so it is refused
+        ("summary.max_chars", 300, r"arise\.summary\.max_chars is fixed at 220 .*got 300"),
         ("reward.timeout_s", 0, r"arise\.reward\.timeout_s must be > 0"),
         ("reward.skill_bonus", float("nan"), r"arise\.reward\.skill_bonus must be a finite number"),
     ],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .library import SkillLibrary
+from .skill import MAX_DOC_CHARS
 
 # the keys' groups in docs/config.md: the paper's hyperparameters (App. A.1), its four ablation
 # switches, and everything else
@@ -236,7 +237,9 @@ class SummaryConfig:
     temperature: float = _key(0.7, "sampling temperature of the summary rollout (0: greedy)", "paper")
     top_p: float = _key(0.95, "top-p of the summary rollout", "paper")
     max_tokens: int = _key(192, "max new tokens of the summary rollout", "paper")
-    max_chars: int = _key(220, "a skill document's length cap in characters", "paper")
+    max_chars: int = _key(
+        MAX_DOC_CHARS, "a skill document's length cap in characters: fixed (every stored skill is held to it)", "paper"
+    )
     max_traces: int = _key(2, "tau+ traces shown in the summary prompt")
     trace_clip_chars: int = _key(400, "each trace clipped to this many characters in the summary prompt")
     # multi-turn (tool) traces, as transcripts (recipe.arise.core.transcript): each tool result is
@@ -267,9 +270,14 @@ class SummaryConfig:
 
     def __post_init__(self):
         _check_types(self)
-        for name in ("max_chars", "max_tokens", "trace_clip_chars", "timeout_s"):
+        for name in ("max_tokens", "trace_clip_chars", "timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"arise.summary.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.max_chars != MAX_DOC_CHARS:  # a value that would be silently ignored is refused
+            raise ValueError(
+                f"arise.summary.max_chars is fixed at {MAX_DOC_CHARS} (the paper's cap; recipe.arise.core.skill holds "
+                f"every skill document, seeds and stored libraries included, to it), got {self.max_chars!r}"
+            )
         if not self.temperature >= 0:  # 0: greedy
             raise ValueError(f"arise.summary.temperature must be >= 0, got {self.temperature!r}")
         if not 0.0 < self.top_p <= 1.0:
