@@ -11,8 +11,8 @@
 #   OUT_DIR=outputs/cpu_smoke (ARISE=false: outputs/cpu_smoke_grpo)  TINY_DIR=(default: a content-keyed
 #   cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2  BATCH=4  GROUP=4  LR=1e-4  PYTHON=python
 #   VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl (a resumed launch moves the previous one's file to
-#   metrics.launchN.jsonl)  TRAIN_FILES, VAL_FILES (your own data with the tiny model; default: the
-#   tiny assets' addition problems)
+#   metrics.launchN.jsonl, its run.log to run.launchN.log)  TRAIN_FILES, VAL_FILES (your own data with
+#   the tiny model; default: the tiny assets' addition problems)
 #   ARISE=true|false (false: plain GRPO baseline through the same code path)
 #   TOOL=python: the tool agent (common.sh's TOOL overrides: arise_tool_agent, the sandboxed python
 #   tool) on the tiny tool assets (recipe.arise.cpu.tiny_tool: the warm start also teaches the
@@ -96,7 +96,7 @@ if [ "$ARISE" = true ]; then
   metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
   per-step library log                             $OUT_DIR/checkpoints/arise/library_log
-  full console output (Ray, vLLM, verl)            $LOG_FILE
+  full console output (Ray, vLLM, verl)            $LOG_FILE (earlier launches: *.launchN.log)
   the library:  $PYTHON -m recipe.arise.tools.inspect_run $OUT_DIR/checkpoints --sort utility
   a report:     $PYTHON -m recipe.arise.tools.report $OUT_DIR
 EOF
@@ -105,7 +105,7 @@ else # plain GRPO: no library, no library log, nothing for ARISE's tools to show
 [cpu_smoke] done in $((SECONDS - started)) s (plain GRPO, ARISE off). Outputs under $OUT_DIR:
   metrics (verl's file tracker)          $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints                            $OUT_DIR/checkpoints/global_step_N
-  full console output (Ray, vLLM, verl)  $LOG_FILE
+  full console output (Ray, vLLM, verl)  $LOG_FILE (earlier launches: *.launchN.log)
 EOF
 fi
 exit "$verdict"

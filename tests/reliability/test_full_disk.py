@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +21,7 @@ STUB = textwrap.dedent(
     f"""\
     #!/usr/bin/env bash
     [ "$1" = -c ] && exit 1  # common.sh probes `python -c 'import flash_attn'`
+    [ "$1 $2" = "-m recipe.arise.tools.launch" ] && exec {sys.executable} "$@"  # the real start-up path
     for i in $(seq 1 1500); do echo "(TaskRunner pid=1) INFO hydra noise line $i: ............................"; done
     echo "(TaskRunner pid=1) [arise] step 1 phase 1 reward 0.50"
     [ "${{STUB_OK:-0}}" = 1 ] && exit 0
