@@ -109,9 +109,10 @@ def run_attempt(cmd: list[str], env: dict, out: _Output, marker: str) -> tuple[i
     and raylet) holds the pipe open until it is stopped, once the command has exited."""
     seen = {"ray_timeout": False, "started": False}
     done = threading.Event()
-    proc = subprocess.Popen(
-        cmd, env={**env, MARKER_ENV: marker}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, errors="replace"
-    )
+    env = {**env, MARKER_ENV: marker}
+    if out.log is None:  # the whole output on the console, as when it wrote to the terminal: line by line
+        env.setdefault("PYTHONUNBUFFERED", "1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, errors="replace")
 
     def read():
         for line in proc.stdout:
