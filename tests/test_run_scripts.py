@@ -631,7 +631,7 @@ def test_a_ray_start_timeout_is_launched_again_once_and_its_processes_stopped(tm
     script = f'source "{SCRIPTS}/common.sh" >/dev/null\nrun_main recipe.arise.adapters.main_arise\n'
     env = _clean_env({"MODEL_PATH": "m", "PYTHON": str(fake), "SKIP_PREFLIGHT": "1", "LOG_FILE": str(log)})
     env["VERL_FILE_LOGGER_PATH"] = str(tmp_path / "metrics.jsonl")
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert attempts.read_text().count("x") == 2
     assert "launching again" in proc.stdout
@@ -646,5 +646,5 @@ def test_a_ray_start_timeout_is_launched_again_once_and_its_processes_stopped(tm
         f'#!/usr/bin/env bash\n[ "$1 $2" = "-m recipe.arise.adapters.main_arise" ] || exec {sys.executable} "$@"\n'
         f'echo x >> "{attempts}"\necho "ValueError: bad"; exit 1\n'
     )
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 1 and attempts.read_text().count("x") == 1

@@ -48,7 +48,7 @@ def run_main(tmp_path: Path, log_file: str, ok: bool = False) -> subprocess.Comp
         "LOG_FILE": log_file,
         "STUB_OK": "1" if ok else "0",
     }
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=180)
 
 
 def _assert_cause_on_console(proc: subprocess.CompletedProcess) -> None:

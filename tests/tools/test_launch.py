@@ -49,7 +49,7 @@ def _run_main(tmp_path: Path, name: str, rc: int = 0) -> subprocess.CompletedPro
         "STUB_NAME": name,
         "STUB_RC": str(rc),
     }
-    return subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
 
 
 def test_a_second_launch_keeps_the_first_launchs_log(tmp_path):

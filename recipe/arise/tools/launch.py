@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from recipe.arise.core import run_files
@@ -55,21 +56,29 @@ def rotate_log(path: Path) -> Path | None:
     return aside
 
 
-def stop_marked(marker: str) -> int:
-    """SIGKILL every process whose environment holds ``ARISE_LAUNCH_ATTEMPT=marker``."""
+def stop_marked(marker: str, passes: int = 5) -> int:
+    """SIGKILL every process whose environment holds ``ARISE_LAUNCH_ATTEMPT=marker``: scans until one
+    finds none, twice at least (a process in the middle of ``exec``, or forked meanwhile, is caught
+    by the next)."""
     needle = f"{MARKER_ENV}={marker}".encode()
     killed = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            os.kill(int(entry.name), signal.SIGKILL)
-            killed += 1
-        except OSError:
-            continue  # gone, or another user's
+    for scan in range(passes):
+        found = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(entry.name), signal.SIGKILL)
+                found += 1
+            except OSError:
+                continue  # gone, or another user's
+        killed += found
+        if not found and scan > 0:  # two scans at least: one may miss a process in the middle of exec
+            break
+        time.sleep(0.1)
     return killed
 
 
