@@ -6,7 +6,7 @@
 #   EVAL_OVERRIDES    ENGINE, then the CPU layer when CPU=1
 #   PRESET_OVERRIDES  PRESET=<name>: run_scripts/presets/<name>.sh's overrides (the scripts put them
 #                     after their own and before the command line's)
-#   run_main ENTRY OVERRIDES...   preflight, then `python -m ENTRY OVERRIDES...`
+#   run_main ENTRY OVERRIDES...   preflight, then `python -m ENTRY OVERRIDES...` through recipe.arise.tools.launch
 # Every path and size is an environment variable (below). CPU=1 layers run_scripts/cpu_env.sh on top
 # (the CPU smoke run and the CPU evaluation take this very path). Decisions: docs/gpu.md.
 RUN_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -233,100 +233,16 @@ run_main() {
   mkdir -p "$(dirname "$VERL_FILE_LOGGER_PATH")"
   rotate_metrics "$VERL_FILE_LOGGER_PATH"
   export VERL_FILE_LOGGER_PATH
-  if [ -z "${LOG_FILE:-}" ]; then  # a file for the whole output; the console gets one line per step
-    "$PYTHON" -m "$entry" "$@"
-    return
+  # the start-up path of every launch (training, baselines, evaluation): recipe.arise.tools.launch.
+  # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there (an earlier launch's becomes
+  # <stem>.launchN.log), the console gets what starts, the trainer's one line per step, the rows
+  # dropped at load, a progress line during long waits and, on failure, the run's last lines
+  # (VERBOSE=1: every line). Ray's start-up timing out is launched once more; the run's processes,
+  # shared memory and sandbox folders are removed when it ends.
+  local log=()
+  if [ -n "${LOG_FILE:-}" ]; then  # a file for the whole output; the console gets one line per step
+    log=(--log "$LOG_FILE")
   fi
-  # LOG_FILE set: the whole output (Ray, vLLM, verl) goes there; the console gets what starts, the
-  # trainer's one line per step ("[arise] step ...", printed by recipe.arise.adapters.trainer), the rows
-  # dropped at load ("[arise] data: ...", recipe.arise.adapters.dataset), a progress line during long
-  # waits and, on failure, the run's last lines (CONSOLE_AWK below; VERBOSE=1: every line).
-  # Those are kept in memory (CONSOLE_AWK), not read back from LOG_FILE: with its disk full the file
-  # stops before the exception that says why, while tee warns and keeps feeding the console.
-  mkdir -p "$(dirname "$LOG_FILE")"
-  echo "[arise] full log: $LOG_FILE (VERBOSE=1 shows it all here)"
-  local rc=0
-  run_logged "$$-$RANDOM-1" "$entry" "$@" || rc=$?
-  # Ray waits a fixed 30 s (not configurable: ray/_private/node.py) for its raylet to register; on an
-  # overloaded machine (CI: two tiny runs and the fast tier on 2 cores) it can miss that before any
-  # of the run has started: launch once more, saying so (the first attempt's log is kept beside)
-  # (a regular file only: a LOG_FILE such as /dev/full reads endlessly)
-  if [ "$rc" != 0 ] && [ -f "$LOG_FILE" ] && grep -q "The current node timed out during startup" "$LOG_FILE" &&
-    ! grep -q "Training Progress" "$LOG_FILE"; then
-    mv "$LOG_FILE" "$LOG_FILE.ray_start_failed"
-    echo "[arise] Ray's node did not register within Ray's fixed 30 s (an overloaded machine?): launching again"
-    rc=0
-    run_logged "$$-$RANDOM-2" "$entry" "$@" || rc=$?
-  fi
-  return "$rc"
+  # VERBOSE=1: every line on the console too (the launcher reads it)
+  VERBOSE=${VERBOSE:-0} "$PYTHON" -m recipe.arise.tools.launch ${log[@]+"${log[@]}"} -- "$PYTHON" -m "$entry" "$@"
 }
-
-# stop_marked MARKER: SIGKILL every process whose environment holds ARISE_LAUNCH_ATTEMPT=MARKER
-stop_marked() {
-  local file
-  # one grep over every environment (-z: NUL-separated entries; -s: vanished processes are no error)
-  for file in $(timeout 20 grep -lsxzF "ARISE_LAUNCH_ATTEMPT=$1" /proc/[0-9]*/environ 2>/dev/null); do
-    file=${file#/proc/}
-    kill -9 "${file%/environ}" 2>/dev/null || true
-  done
-}
-
-# run_logged MARKER ENTRY OVERRIDES...: run_main's run with LOG_FILE (the console filtered, below).
-# The run's processes carry ARISE_LAUNCH_ATTEMPT=MARKER (the console's tee and awk do not): whatever
-# of them outlives the run is stopped when it ends -- a failed Ray start leaves its GCS and raylet
-# running (ray.init raises before it can shut them down), holding the console's pipe open
-run_logged() {
-  local marker=$1 entry=$2
-  shift 2
-  # mawk (Debian's awk) reads a pipe in blocks: -W interactive hands it each line as it comes
-  local AWK_LINES=()
-  case "$(awk -W version 2>&1 </dev/null)" in *mawk*) AWK_LINES=(-W interactive) ;; esac
-  local rc=0 status
-  # (PIPESTATUS read on either branch: with or without pipefail, under set -e)
-  { ARISE_LAUNCH_ATTEMPT=$marker "$PYTHON" -m "$entry" "$@" || rc=$?
-    stop_marked "$marker"; echo "[arise] exit status $rc"; exit "$rc"; } 2>&1 |
-    tee --output-error=warn "$LOG_FILE" |
-    awk ${AWK_LINES[@]+"${AWK_LINES[@]}"} -v keep=60 -v verbose="${VERBOSE:-0}" "$CONSOLE_AWK" &&
-    status="${PIPESTATUS[*]}" || status="${PIPESTATUS[*]}"
-  rc=${status%% *}
-  status=${status#* }
-  if [ "${status%% *}" != 0 ]; then
-    echo "[arise] $LOG_FILE is incomplete: writing it failed (tee's message above; a full disk?)" >&2
-  fi
-  return "$rc"
-}
-
-# run_main's console filter: what starts (Ray, the data, the actor, the rollout server, the
-# checkpoint it resumes), with the time since launch; the step and data lines as they come; a
-# progress line when nothing of that came for 30 s (log lines so far, their rate, the last stage);
-# at the end, if the run failed (its last line is "[arise] exit status N", N > 0), the `keep` lines
-# before that one, on stderr. VERBOSE=1 shows every line instead. recipe/arise/tools/console.py is the
-# same filter for the evaluation (tests/tools/test_console.py checks that the two agree).
-CONSOLE_AWK='
-  function now() { srand(); return srand() }
-  function clock(t) { t = now() - start; return sprintf("%d:%02d", int(t / 60), t % 60) }
-  function show(what) { print "[arise] " clock() " " what; fflush(); last = now() }
-  function say(what) { stage = what; show(what) }
-  BEGIN { start = now(); last = start; stage = "launch" }
-  {
-    line[NR % keep] = $0
-    text = $0; sub(/\r+$/, "", text); n = split(text, part, "\r"); text = part[n]  # a tqdm bar: its last state
-    if (verbose) { print $0; fflush(); next }
-    if (match(text, /\[arise\] (step|data:) /)) { print substr(text, RSTART); fflush(); last = now() }
-    else if (text ~ /Started a local Ray instance/) say("Ray started")
-    else if (match(text, /train and validate dataloader initialized, /)) say("data: " substr(text, RSTART + RLENGTH))
-    else if (text ~ /actor and ref model engine initialized/) say("actor engine (FSDP) ready")
-    else if (text ~ /LLMServerManager: /) say("rollout server ready")
-    else if (match(text, /ARISE: (restored|starting from) .*/)) say(substr(text, RSTART))
-    else if (match(text, /(Training from scratch|Load from checkpoint folder: .*|Resuming from .*)$/)) say(substr(text, RSTART))
-    else if (now() - last >= 30) {
-      t = now() - start
-      show("... " NR " log lines (" int(NR / (t > 0 ? t : 1)) "/s); last: " stage)
-    }
-  }
-  END {
-    if (NR == 0 || line[NR % keep] !~ /^\[arise\] exit status [1-9]/) exit 0
-    n = split(line[NR % keep], word, " "); first = NR - keep + 1; if (first < 1) first = 1
-    print "[arise] the run failed (exit " word[n] "); its last " (NR - first) " lines:" > "/dev/stderr"
-    for (i = first; i < NR; i++) print line[i % keep] > "/dev/stderr"
-  }'

@@ -11,7 +11,9 @@
 #   OUT_DIR=outputs/cpu_smoke (ARISE=false: outputs/cpu_smoke_grpo)  TINY_DIR=(default: a content-keyed
 #   cache)  STEPS=6  PHASE1_STEPS=2  SAVE_FREQ=2  BATCH=4  GROUP=4  LR=1e-4  PYTHON=python
 #   VERL_FILE_LOGGER_PATH=$OUT_DIR/metrics.jsonl (a resumed launch moves the previous one's file to
-#   metrics.launchN.jsonl)  ARISE=true|false (false: plain GRPO baseline through the same code path)
+#   metrics.launchN.jsonl, its run.log to run.launchN.log)  TRAIN_FILES, VAL_FILES (your own data with
+#   the tiny model; default: the tiny assets' addition problems)
+#   ARISE=true|false (false: plain GRPO baseline through the same code path)
 #   TOOL=python: the tool agent (common.sh's TOOL overrides: arise_tool_agent, the sandboxed python
 #   tool) on the tiny tool assets (recipe.arise.cpu.tiny_tool: the warm start also teaches the
 #   tool-call format), in outputs/cpu_smoke_tool (ARISE=false: outputs/cpu_smoke_tool_grpo)
@@ -46,8 +48,9 @@ if [ -n "$TINY_DIR" ]; then
     "$PYTHON" -m "$TINY_MODULE" "$TINY"
   fi
 elif [ "${PRINT_OVERRIDES:-0}" = 1 ]; then
-  # printing the overrides builds nothing: a stand-in the preflight knows (preflight_common.TINY_PLACEHOLDER)
-  TINY=/arise-tiny-assets-built-at-launch
+  # printing the overrides builds nothing: a stand-in the preflight knows (preflight_common.TINY_PLACEHOLDER;
+  # it checks the cached assets in its place when they are built)
+  TINY=/arise-tiny-assets-built-at-launch/$TINY_MODULE
 else
   # the default assets live in a content-keyed cache (~/.cache/arise, $ARISE_CACHE): built once
   echo "[cpu_smoke] the tiny model, tokenizer and dataset (built locally on first use, ~1-2 min)"
@@ -56,7 +59,12 @@ else
 fi
 
 export PYTHON TOOL CPU=1
-export MODEL_PATH="$TINY/model" TRAIN_FILES="$TINY/data/train.parquet" VAL_FILES="$TINY/data/val.parquet"
+export MODEL_PATH="$TINY/model"
+# your own data (TRAIN_FILES, VAL_FILES: a parquet file, or VAL_FILES="['a.parquet','b.parquet']") with
+# the tiny model; by default the tiny assets' addition problems
+files() { case "$1" in \[*) printf '%s\n' "$1" ;; *) abspath "$1" ;; esac; } # Ray workers' cwd differs
+TRAIN_FILES=$(files "${TRAIN_FILES:-$TINY/data/train.parquet}") VAL_FILES=$(files "${VAL_FILES:-$TINY/data/val.parquet}")
+export TRAIN_FILES VAL_FILES
 export TRAIN_BATCH=${BATCH:-4} GROUP_SIZE=${GROUP:-4} LR=${LR:-1e-4}
 export LR_WARMUP_STEPS=0 LR_SCHEDULER=constant # a few steps: no warm-up, no decay
 export TOTAL_STEPS=${STEPS:-6} PHASE1_STEPS=${PHASE1_STEPS:-2} SAVE_FREQ=${SAVE_FREQ:-2} TEST_FREQ=-1
@@ -88,7 +96,7 @@ if [ "$ARISE" = true ]; then
   metrics (verl's file tracker, arise/* included)  $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints, each with arise/library.parquet     $OUT_DIR/checkpoints/global_step_N
   per-step library log                             $OUT_DIR/checkpoints/arise/library_log
-  full console output (Ray, vLLM, verl)            $LOG_FILE
+  full console output (Ray, vLLM, verl)            $LOG_FILE (earlier launches: *.launchN.log)
   the library:  $PYTHON -m recipe.arise.tools.inspect_run $OUT_DIR/checkpoints --sort utility
   a report:     $PYTHON -m recipe.arise.tools.report $OUT_DIR
 EOF
@@ -97,7 +105,7 @@ else # plain GRPO: no library, no library log, nothing for ARISE's tools to show
 [cpu_smoke] done in $((SECONDS - started)) s (plain GRPO, ARISE off). Outputs under $OUT_DIR:
   metrics (verl's file tracker)          $VERL_FILE_LOGGER_PATH (earlier launches: *.launchN.jsonl)
   checkpoints                            $OUT_DIR/checkpoints/global_step_N
-  full console output (Ray, vLLM, verl)  $LOG_FILE
+  full console output (Ray, vLLM, verl)  $LOG_FILE (earlier launches: *.launchN.log)
 EOF
 fi
 exit "$verdict"

@@ -38,7 +38,9 @@ save" (printed; the test then fails: the scenario's point is the partial folder)
 processes are its session (sid = the launcher's pid) plus anything carrying the launch's marker
 variable; Ray workers and the vLLM server sit in process groups of their own, so ``os.killpg`` on
 the launcher's group alone does not reach them (counted). ``ray stop --force`` is not used: it
-kills every Ray process on the machine, other users' runs included.
+kills every Ray process on the machine, other users' runs included. The launch's shared memory
+(vLLM's queues in /dev/shm) must be gone after B: A's, its launcher killed too, swept when B
+starts, B's removed by its launcher at exit.
 
 ARISE_FAULTS_LOG=FILE appends one JSON line per module run (outcomes, timings) for trial counts
 (docs/tools.md, "Faults in the real run"); ARISE_TINY_DIR=DIR uses tiny assets built by
@@ -142,15 +144,16 @@ class Launch:
             except (OSError, IndexError, psutil.Error):
                 continue
 
-    def release_shm(self) -> dict:
-        """The /dev/shm files the ended launch left behind (seen mapped by its processes): counted
-        and removed — vLLM's shared-memory queues are not unlinked when their server is killed."""
+    def shm_left(self) -> dict:
+        """The /dev/shm files the launch mapped (seen while it ran) that are still there once it
+        ended: counted (the launcher removes them; a killed launcher's, the next launch), then
+        removed so that a failing test leaves nothing either."""
         left = [Path(x.removesuffix(" (deleted)")) for x in sorted(self.shm)]
         left = [x for x in left if x.exists()]
         stats = {
             "files": len(left),
+            "names": [x.name for x in left],
             "apparent_mib": round(sum(x.stat().st_size for x in left) / 2**20, 1),
-            "resident_mib": round(sum(x.stat().st_blocks * 512 for x in left) / 2**20, 2),
         }
         for x in left:
             x.unlink(missing_ok=True)
@@ -327,7 +330,8 @@ def faults(tmp_path_factory, tiny) -> dict:
             "library_seen_by_poll": caught,
             "step_logs": sorted(int(f.stem.split("_")[1]) for f in (ckpt / "arise" / "library_log").glob("step_*")),
         }
-        r["a_kill"] = {**a.kill(), "shm_left": a.release_shm()}
+        r["a_kill"] = a.kill()
+        r["a_shm_at_kill"] = sorted(Path(x.removesuffix(" (deleted)")).name for x in a.shm)
         (step4 / "data.pt").unlink()  # the kill came before data.pt was opened: none is left
         tracked = _tracker(ckpt)
         r["tracked_at_kill"] = tracked
@@ -349,7 +353,7 @@ def faults(tmp_path_factory, tiny) -> dict:
             time.sleep(1)
             b_left = b.alive()
         r["b_left"] = sorted({_title(p) for p in b_left})
-        r["b_shm_left"] = b.release_shm()
+        r["shm_left"] = {"a": a.shm_left(), "b": b.shm_left()}  # A's: swept by B's launcher
         r["b_metrics"] = _metrics(b.metrics)
         r["launches"] = {x.name: x for x in launches}
         r["seconds"] = {x.name: round(x.seconds or 0.0, 1) for x in launches}
@@ -361,7 +365,8 @@ def faults(tmp_path_factory, tiny) -> dict:
             "a_kill": r["a_kill"],
             "b_rc": r["b_rc"],
             "b_left": r["b_left"],
-            "b_shm_left": r["b_shm_left"],
+            "a_shm_at_kill": r["a_shm_at_kill"],
+            "shm_left": r["shm_left"],
             "seconds": r["seconds"],
             "cpu_s": r["cpu_s"],
             "scoring_failures": r["a_metrics"].get(3, {}).get("arise/scoring_failures"),
@@ -391,6 +396,15 @@ def test_every_process_of_a_killed_run_is_gone(faults):
     kill = faults["a_kill"]
     assert kill["processes"] > 0 and kill["left"] == 0, kill
     assert faults["b_rc"] == 0 and faults["b_left"] == []  # a completed run leaves nothing behind either
+
+
+def test_no_shared_memory_of_a_killed_or_finished_run_is_left(faults):
+    """vLLM's queues (/dev/shm, ~420 MB per engine) are not unlinked when its server is killed, nor
+    when Ray ends it: B's launcher removes its own at exit, and A's (its launcher killed with it)
+    when B starts. They carry the launch's tag (recipe.arise.core.run_files)."""
+    psm = [n for n in faults["a_shm_at_kill"] if n.startswith("psm_")]
+    assert psm and all(n.startswith("psm_arise.") for n in psm), faults["a_shm_at_kill"]
+    assert faults["shm_left"]["a"]["files"] == 0 and faults["shm_left"]["b"]["files"] == 0, faults["shm_left"]
 
 
 def test_resume_from_the_last_complete_checkpoint_in_phase_2(faults):

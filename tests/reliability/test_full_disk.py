@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +21,7 @@ STUB = textwrap.dedent(
     f"""\
     #!/usr/bin/env bash
     [ "$1" = -c ] && exit 1  # common.sh probes `python -c 'import flash_attn'`
+    [ "$1 $2" = "-m recipe.arise.tools.launch" ] && exec {sys.executable} "$@"  # the real start-up path
     for i in $(seq 1 1500); do echo "(TaskRunner pid=1) INFO hydra noise line $i: ............................"; done
     echo "(TaskRunner pid=1) [arise] step 1 phase 1 reward 0.50"
     [ "${{STUB_OK:-0}}" = 1 ] && exit 0
@@ -46,7 +48,7 @@ def run_main(tmp_path: Path, log_file: str, ok: bool = False) -> subprocess.Comp
         "LOG_FILE": log_file,
         "STUB_OK": "1" if ok else "0",
     }
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=180)
 
 
 def _assert_cause_on_console(proc: subprocess.CompletedProcess) -> None:

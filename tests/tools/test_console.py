@@ -1,15 +1,11 @@
-"""The concise console: recipe.arise.tools.console (the evaluation) and run_scripts/common.sh's
-CONSOLE_AWK (training) show the same lines of a run's output, and hide the rest."""
+"""The concise console (recipe.arise.tools.console, every launch's through recipe.arise.tools.launch)
+shows what starts and the steps of a run's output, and hides the rest."""
 
 import io
-import os
 import re
-import subprocess
-from pathlib import Path
 
 from recipe.arise.tools.console import ConsoleFilter
 
-REPO = Path(__file__).resolve().parents[2]
 # lines of a real CPU run's log (shortened), the noise around them included
 LOG = [
     "INFO:2026-11-25 20:40:37,627:Platform override from VERL_PLATFORM: cpu",
@@ -57,19 +53,3 @@ def test_progress_line_during_a_silent_wait():
     now[0] = 90.0
     console.feed(LOG[1])  # the stage stays the last thing that started
     assert out.getvalue().splitlines()[-1] == "[eval] 1:30 ... 3 log lines (0/s); last: Ray started"
-
-
-def test_the_awk_filter_of_run_main_agrees():
-    script = f'source "{REPO}/run_scripts/common.sh" >/dev/null; awk -v keep=60 -v verbose=0 "$CONSOLE_AWK"'
-    env = {"PATH": os.environ["PATH"], "MODEL_PATH": "m", "PYTHON": "python3", "ATTN": "sdpa", "HOME": "/tmp"}
-    proc = subprocess.run(["bash", "-c", script], input="\n".join(LOG) + "\n", env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert _strip_clock(proc.stdout.splitlines()) == SHOWN
-    verbose = subprocess.run(
-        ["bash", "-c", script.replace("verbose=0", "verbose=1")],
-        input="\n".join(LOG) + "\n",
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert verbose.stdout.splitlines() == "\n".join(LOG).splitlines()  # VERBOSE=1: every line as it came

@@ -38,6 +38,7 @@ import tempfile
 import time
 import warnings
 
+from recipe.arise.core import run_files
 from recipe.arise.core import sandbox_launch as launch
 
 ISOLATIONS = ("auto", "bwrap", "none")
@@ -208,7 +209,7 @@ def run_python(code: str, limits: SandboxLimits | None = None, isolation: str = 
 
 
 def _run(code: str, limits: SandboxLimits, mode: str, bwrap: str | None) -> SandboxResult:
-    workdir = tempfile.mkdtemp(prefix="arise-sandbox-")
+    workdir = tempfile.mkdtemp(prefix=run_files.sandbox_prefix())  # the launch removes it if this process is killed
     os.chmod(workdir, 0o711)  # searchable: bwrap (root without capabilities) enters it as /sandbox
     uid = gid = None
     try:

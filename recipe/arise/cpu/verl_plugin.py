@@ -3,6 +3,7 @@
 import sys
 from importlib.metadata import Distribution, DistributionFinder, PackageNotFoundError, distribution
 
+from recipe.arise.core.run_files import name_shared_memory
 from recipe.arise.cpu import cpu_mode_enabled
 
 
@@ -84,5 +85,6 @@ def activate():
     from recipe.arise.cpu import cpu_platform  # noqa: F401  (registers the "cpu" platform)
 
 
+name_shared_memory()  # on GPU too: the launch removes what its processes leave in /dev/shm
 if cpu_mode_enabled():
     activate()

@@ -1,22 +1,18 @@
 """The concise console of a long run: the whole output goes to a log file, the console gets what
 starts (Ray, the data, the actor, the rollout server, the checkpoint), ARISE's own ``[arise]`` and
 ``[eval]`` lines, and a progress line when nothing of that came for a while (log lines so far, their
-rate, the last stage). The evaluation (``recipe.arise.tools.evaluate``) runs its validation run
-through it; ``run_scripts/common.sh``'s ``CONSOLE_AWK`` is the same filter for training
-(``tests/tools/test_console.py`` checks that the two show the same lines).
+rate, the last stage). Every launch (``recipe.arise.tools.launch``: training, the baselines, the
+evaluation) shows its run through it.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-# (pattern, what the console says of a line it matches): the same list as CONSOLE_AWK's
+# (pattern, what the console says of a line it matches)
 MILESTONES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (re.compile(r"Started a local Ray instance"), lambda m: "Ray started"),
     (re.compile(r"train and validate dataloader initialized, (.*)"), lambda m: f"data: {m.group(1)}"),
@@ -67,39 +63,3 @@ class ConsoleFilter:
         if now - self.last >= self.heartbeat_s:
             elapsed = max(now - self.start, 1.0)
             self.say(f"... {self.lines} log lines ({int(self.lines / elapsed)}/s); last: {self.stage}", stage=False)
-
-
-def run_logged(cmd: list[str], env: dict, log_path: Path, prefix: str, verbose: bool = False) -> int:
-    """Run ``cmd`` with its stdout and stderr in ``log_path``; the console gets the filter's lines
-    (``verbose``: every line). A timer thread keeps the progress line coming during silent waits."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"{prefix} full log: {log_path}", flush=True)
-    console = ConsoleFilter(prefix)
-    done = threading.Event()
-
-    def heartbeat():
-        while not done.wait(5.0):
-            console.tick()
-
-    with open(log_path, "w", errors="replace") as log:
-        pipe = subprocess.PIPE
-        proc = subprocess.Popen(cmd, env=env, stdout=pipe, stderr=subprocess.STDOUT, text=True, errors="replace")
-        if not verbose:
-            threading.Thread(target=heartbeat, daemon=True).start()
-        try:
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if verbose:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
-                else:
-                    console.feed(line)
-        finally:
-            done.set()
-            rc = proc.wait()
-    if rc != 0 and not verbose:  # the cause is at the end of the log
-        tail = log_path.read_text(errors="replace").splitlines()[-60:]
-        print(f"{prefix} the run failed (exit {rc}); the last {len(tail)} lines of {log_path}:", file=sys.stderr)
-        print("\n".join(tail), file=sys.stderr, flush=True)
-    return rc

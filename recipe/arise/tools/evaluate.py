@@ -15,8 +15,10 @@ library (baselines); ``--library final|seeds|none|FILE`` picks the library: the 
 (default with ``--checkpoint``), the seed skills, none, or a ``library.parquet`` / exported
 ``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout: the evaluated
 benchmarks; the paper's seven columns when all were evaluated), ``eval.csv``, ``eval.json``; ``eval.log``
-holds the validation run's whole output (Ray, vLLM, verl) while the console shows what starts, progress
-and the table (``--verbose``: everything).
+holds the validation run's whole output (Ray, vLLM, verl; an earlier one in the same ``--out`` is kept as
+``eval.launchN.log``) while the console shows what starts, progress and the table (``--verbose``:
+everything). The run starts as training's do (``recipe.arise.tools.launch``: Ray's start-up retried once,
+nothing of the run left on the machine).
 
 Before the run starts, ``recipe.arise.tools.preflight`` composes and checks the final config (no GPU is
 touched); ``--print-overrides`` prints the run's entry and overrides instead of running (the
@@ -197,11 +199,12 @@ ENTRY = "recipe.arise.adapters.main_arise"
 
 
 def run_validation(cmd: list[str], env: dict, log_path: Path, verbose: bool = False) -> int:
-    """The validation run, its whole output in ``log_path`` and a concise console
-    (recipe.arise.tools.console; ``verbose``: every line)."""
-    from recipe.arise.tools.console import run_logged
+    """The validation run through training's start-up path (recipe.arise.tools.launch: Ray's start-up
+    retried once, the run's files removed at exit), its whole output in ``log_path`` and a concise
+    console (``verbose``: every line)."""
+    from recipe.arise.tools.launch import launch
 
-    return run_logged(cmd, env, log_path, "[eval]", verbose=verbose)
+    return launch(cmd, log_path, "[eval]", verbose=verbose, env=env)
 
 
 def _hydra_str(value: str | os.PathLike) -> str:

@@ -93,6 +93,7 @@ from recipe.arise.tools.preflight_run_folder import (
     saved_settings,
     setting_changes,
 )
+from recipe.arise.tools.preflight_tiny import resolve_placeholder
 from recipe.arise.tools.preflight_tool import check_tool
 
 __all__ = [
@@ -151,10 +152,12 @@ def run_preflight(
     out=None,
     brief: bool = False,
     record: bool = False,
+    found: list[Finding] | None = None,
 ) -> int:
     """Compose, check and estimate; print the report; 0 when nothing is an ERROR. ``brief``: print
     only the findings that are not OK and the verdict; ``record``: when the verdict is not ERROR,
-    save the config in the checkpoint folder (:func:`record_launch`)."""
+    save the config in the checkpoint folder (:func:`record_launch`); ``found``: findings made before
+    composing (reported first)."""
     out = out or sys.stdout
     started = time.time()
 
@@ -175,7 +178,7 @@ def run_preflight(
         say(f"[preflight] ERROR   the config does not compose: {type(error).__name__}: {error}")
         return 1
     say(f"[preflight] {entry}: {len(overrides)} overrides composed in {time.time() - started:.1f} s")
-    findings = check_config(cfg, entry, check_paths=check_paths, check_runtime=True)
+    findings = list(found or []) + check_config(cfg, entry, check_paths=check_paths, check_runtime=True)
     findings += check_gpu(cfg, check_paths=check_paths)  # the NVIDIA driver; the checkpoint's GPU count
     findings += check_tool(cfg, check_paths=check_paths)  # TOOL=python: tools, sandbox isolation, turn budget
 
@@ -288,15 +291,19 @@ def main(argv=None) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     target, overrides = args[0], args[1:]
+    found = []
     if target.endswith(".sh") or os.path.isfile(target):
         try:
             entry, overrides = script_overrides(target, overrides)
         except RuntimeError as error:
             print(f"[preflight] ERROR   {error}", file=sys.stderr)
             return 1
+        overrides, found = resolve_placeholder(overrides)  # cpu_smoke_arise.sh: its cached tiny assets
     else:
         entry = target
-    return run_preflight(entry, overrides, gpu_mem_gib=gpu_mem, check_paths=check_paths, brief=brief, record=record)
+    return run_preflight(
+        entry, overrides, gpu_mem_gib=gpu_mem, check_paths=check_paths, brief=brief, record=record, found=found
+    )
 
 
 if __name__ == "__main__":

@@ -57,6 +57,13 @@ RESUME_EXEMPT = (
 # (PRINT_OVERRIDES=1, what the preflight reads) and TINY_DIR is unset: it builds them, or takes them
 # from its cache, at launch; the preflight reports files under it as INFO, not as missing
 TINY_PLACEHOLDER = "/arise-tiny-assets-built-at-launch"
+
+
+def on_placeholder(value) -> bool:
+    """A path under TINY_PLACEHOLDER (the tiny assets a launch builds or takes from its cache)."""
+    return str(value).startswith(TINY_PLACEHOLDER + "/")
+
+
 RUN_CONFIG = "run_config.yaml"  # the checkpoint folder's settings, written by the preflight at launch
 STEP_CONFIG = os.path.join("arise", "config.yaml")  # global_step_N's own settings, when the trainer saves them
 ALLOW_CONFIG_CHANGE = "ARISE_ALLOW_CONFIG_CHANGE"

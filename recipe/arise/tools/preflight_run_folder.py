@@ -25,6 +25,7 @@ from recipe.arise.tools.preflight_common import (
     STEP_CONFIG,
     Finding,
     GiB,
+    on_placeholder,
     select,
 )
 
@@ -252,7 +253,13 @@ def check_resume(cfg) -> list[Finding]:
             )
     if saved is None:
         return findings
-    changes = setting_changes(saved, resume_settings(cfg))
+    now = resume_settings(cfg)
+    unknown = {k for k, v in now.items() if on_placeholder(v)}  # built at launch: the path is not known yet
+    if unknown:
+        what = f"resume: {', '.join(sorted(unknown))} not compared (the tiny assets, built at launch)"
+        findings.append(Finding("INFO", what))
+    keep = lambda settings: {k: v for k, v in settings.items() if k not in unknown}  # noqa: E731
+    changes = setting_changes(keep(saved), keep(now))
     if not changes:
         findings.append(Finding("OK", "resume: arise.*, algorithm.*, model, loss and batch settings unchanged"))
         return findings
