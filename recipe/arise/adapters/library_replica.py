@@ -17,6 +17,7 @@ from recipe.arise.core.observation import Observation
 from recipe.arise.core.stream import SummaryStream
 
 REPLICA_NAME = "arise_library_replica"
+MAX_FAILURES = 20  # failed sessions kept (with tracebacks) between two drains by the trainer
 
 
 class LibraryReplica:
@@ -27,6 +28,8 @@ class LibraryReplica:
         self._observations: list[Observation] = []
         self._stream = SummaryStream()
         self._llm_client = None
+        # sessions that failed in an agent loop (rollout_failures.recorded), drained by the trainer
+        self._failures: list[dict[str, Any]] = []
 
     def publish(
         self,
@@ -93,6 +96,20 @@ class LibraryReplica:
 
     def llm_client(self):
         return self._llm_client
+
+    def record_failure(self, failure: dict[str, Any]) -> None:
+        """One session an exception ended (``rollout_failures.failure_record``); the first
+        ``MAX_FAILURES`` are kept with their tracebacks, programming errors before the rest."""
+        failure = {**failure, "mode": self._snapshot["mode"]}
+        if len(self._failures) >= MAX_FAILURES:
+            if not failure.get("programming") or all(f.get("programming") for f in self._failures):
+                return
+            self._failures.pop(next(i for i, f in enumerate(self._failures) if not f.get("programming")))
+        self._failures.append(failure)
+
+    def drain_failures(self) -> list[dict[str, Any]]:
+        out, self._failures = self._failures, []
+        return out
 
     def drain(self) -> list[Observation]:
         out, self._observations = self._observations, []

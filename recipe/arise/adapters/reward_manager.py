@@ -25,6 +25,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from recipe.arise.adapters.agent_loop import arise_config
 from recipe.arise.adapters.library_replica import get_replica
+from recipe.arise.adapters.rollout_failures import recorded
 from recipe.arise.core.grader import grade_checked
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
@@ -44,6 +45,12 @@ class ARISERewardManager(RewardManagerBase):
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-output trajectories are scored on their last sequence
+        fields = item.non_tensor_batch
+        session = {"uid": fields.get("uid", ""), "session_id": fields.get("session_id", 0)}
+        # an exception here fails the session's query group: told to the trainer (rollout_failures)
+        return await recorded(self._reward(item), session)
+
+    async def _reward(self, item) -> dict:
         response_ids = item.batch["responses"]
         valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
         ids = response_ids[:valid_length]

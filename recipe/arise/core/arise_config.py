@@ -46,11 +46,9 @@ class SelectionConfig:
     gate_target_use: float | None = _key(
         None, "auto sigma: the gate pass rate to hit; null = the paper's skill use at delta (73% at 0.35)"
     )
-    # auto: which score vectors set sigma. "rescore": after each step's library maintenance the last
-    # calibration_window training queries are scored against the new cache, the one the next step
-    # selects from (one more scoring pass per step at a batch of 64); "window": the score vectors the
-    # agent loop computed for the last calibration_window Phase II groups (no extra cost; lags a
-    # changing cache)
+    # auto: which score vectors set sigma. "rescore": each step the last calibration_window training
+    # queries are scored against the new cache the next step selects from (one more scoring pass per
+    # step); "window": the agent loop's vectors of the last Phase II groups (no cost; lags the cache)
     calibration: str = _key(
         "rescore",
         "auto sigma from: rescore = recent queries scored on the next cache | window = recent score vectors (lags)",
@@ -335,10 +333,12 @@ class ARISEConfig:
     )
     seed: int = _key(0, "seed of ARISE's own draws (epsilon-greedy, random selection, control arm, summary choice)")
     log_dir: str | None = _key(None, "per-step library log folder; null: <trainer.default_local_dir>/arise")
-    # how often the trainer looks for finished rollouts (verl's ReplayBuffer.poll_interval, 2.0 s
-    # there): a generation phase ends on this grid; applies with enable=false too (the baseline)
     replay_poll_s: float = _key(
         0.2, "how often (s) the trainer looks for finished rollouts (verl's ReplayBuffer: 2.0); also with enable: false"
+    )
+    # failed: an exception ended a session (rollout_failures; a programming error always stops the run)
+    max_failed_group_share: float = _key(
+        0.1, "stop the run when more than this share of a step's query groups failed in the agent loop; 1 = never"
     )
     selection: SelectionConfig = _section(SelectionConfig, "Download: scoring, selection, the confidence gate")
     library: LibraryConfig = _section(LibraryConfig, "the two-tier skill library: cache and reservoir")
@@ -351,6 +351,8 @@ class ARISEConfig:
         _check_types(self)
         if not self.replay_poll_s > 0:
             raise ValueError(f"arise.replay_poll_s must be > 0 (seconds), got {self.replay_poll_s}")
+        if not 0.0 <= self.max_failed_group_share <= 1.0:
+            raise ValueError(f"arise.max_failed_group_share must be in [0, 1], got {self.max_failed_group_share}")
         if self.phase1_steps < 0:
             raise ValueError(f"arise.phase1_steps must be >= 0, got {self.phase1_steps}")
         # the library's own validation now, so a value it refuses fails at preflight / start-up,
