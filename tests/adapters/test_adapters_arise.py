@@ -142,6 +142,7 @@ def test_injected_prompt_must_fit_the_prompt_length():
 
     loop = SimpleNamespace(
         continuous_token_builder=Builder(),
+        tokenizer=None,
         rollout_config=SimpleNamespace(prompt_length=100),
         loop=asyncio.new_event_loop(),
     )
@@ -344,7 +345,6 @@ def make_trainer(arise_cfg, chat_kwargs=None):
         config=SimpleNamespace(data={"apply_chat_template_kwargs": chat_kwargs or {}}),
         prompts=[],
     )
-    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
 
     def generate_all(prompts, params, timeout_s):
         trainer.prompts += prompts

@@ -41,6 +41,7 @@ import numpy as np
 
 from recipe.arise.adapters.library_replica import get_replica
 from recipe.arise.adapters.rollout_failures import PROGRAMMING_ERRORS, is_programming_error, recorded
+from recipe.arise.adapters.scoring_context import ScoringContext
 from recipe.arise.adapters.scoring_requests import (
     SCORING_PARAMS,
     common_prefix_len,
@@ -225,14 +226,19 @@ class SkillLayer:
             output.extra_fields.update(plan.info.to_extra_fields())
         return output
 
+    @property
+    def context(self) -> ScoringContext:
+        """The scoring context of the host: its Continuous Token builder, its tools (the trainer's
+        calibration and exact IG build the same, :mod:`recipe.arise.adapters.scoring_context`)."""
+        return ScoringContext(self.host.continuous_token_builder, self.tokenizer, self.tools)
+
     def context_ids(self, messages: Sequence[dict]) -> list[int]:
-        """The prompt the host builds for ``messages``: its Continuous Token builder, its tools."""
-        return list(self.host.continuous_token_builder.build_initial_tokens(list(messages), tools=self.tools))
+        """The prompt the host builds for ``messages``."""
+        return self.context.chat_ids(messages)
 
     def scoring_prefix(self, messages: Sequence[dict], suffix: str) -> list[int]:
-        """The scoring context: the host's prompt, then ``suffix`` tokenized on its own (as the
-        injected skill line is)."""
-        return self.context_ids(messages) + list(self.tokenizer.encode(suffix, add_special_tokens=False))
+        """The scoring context: the host's prompt, then ``suffix`` tokenized on its own."""
+        return self.context.prefix(messages, suffix)
 
     async def fits(self, messages) -> bool:
         """Whether the prompt fits ``rollout.prompt_length`` (verl left-truncates longer prompts,

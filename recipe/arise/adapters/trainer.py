@@ -46,6 +46,7 @@ from verl.utils.debug import marked_timer
 from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.python_tool import tool_step_metrics
 from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
+from recipe.arise.adapters.scoring_context import ScoringContext, active_tool_schemas, trainer_scoring_parts
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
@@ -118,6 +119,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         self._step_state = StepState()
         self._maintained_step: int | None = None
         self._val_failures: FailureTally | None = None  # the last evaluation's, until the next metrics
+        self._scoring_parts = None  # (builder, tools by name) of the agent loop's scoring context
         self._client_published = False
         self._init_gate()
 
@@ -266,6 +268,15 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
+
+    def _scoring_context(self, extra_info=None) -> ScoringContext:
+        """The scoring context the run's agent loop selects in (its builder, its tools after the
+        sample's ``extra_info.tool_selection``): the gate's rescoring and the exact IG use it."""
+        if self._scoring_parts is None:
+            self._scoring_parts = trainer_scoring_parts(self.config, self.tokenizer)
+        builder, tools = self._scoring_parts
+        selected = None if tools is None else active_tool_schemas(tools, extra_info)
+        return ScoringContext(builder, self.tokenizer, selected)
 
     @property
     def arise_log_dir(self) -> str:

@@ -26,6 +26,7 @@ from recipe.arise.core.selection import top_m_candidates
 from recipe.arise.core.store import atomic_write
 
 if TYPE_CHECKING:
+    from recipe.arise.adapters.scoring_context import ScoringContext
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.library import SkillLibrary
 
@@ -72,7 +73,6 @@ class GateHost(Protocol):
     who sets each and when."""
 
     arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__
-    config: Any  # verl's trainer config: PPOTrainer.__init__
     tokenizer: Any  # PPOTrainer.__init__ (the actor's model config)
     global_steps: int  # PPOTrainer: 0, then the resumed step (its _load_checkpoint, before _restore_gate)
     # ARISETrainer._load_checkpoint (None before it, and with arise.enable=false)
@@ -83,6 +83,9 @@ class GateHost(Protocol):
 
     def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
         """UploadMixin: one request per prompt on the rollout servers."""
+
+    def _scoring_context(self, extra_info: Any = None) -> ScoringContext:
+        """ARISETrainer: the agent loop's scoring context (selection scores in the same)."""
 
 
 class GateMixin:
@@ -198,7 +201,7 @@ class GateMixin:
             max_skill_tokens=sel.max_skill_tokens,
             score_norm=sel.score_norm,
             train_manager=sel.train_manager,
-            chat_kwargs=self.config.data.get("apply_chat_template_kwargs", None) or {},
+            prefix=self._scoring_context().prefix,  # the agent loop's context, its tools included
         )
         if sel.calibration == "rescore":
             self._gate.window.clear()
