@@ -6,7 +6,9 @@ cache here; agent-loop workers on any node read it with ``ray.get_actor(REPLICA_
 workers post one observation per training trajectory, so UPDATE also sees the groups that
 dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
 :class:`~recipe.arise.core.stream.SummaryStream` through which a group's summary rollout starts as
-soon as its G rewards are in.
+soon as its G rewards are in. Agent loops record the sessions an exception ended here
+(``record_failure``); the trainer drains them each sampled batch
+(:mod:`recipe.arise.adapters.rollout_failures`).
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ _POOL_HANDLE = None
 
 
 def get_replica():
-    """The replica actor, or None when no ARISE trainer created one (e.g. plain GRPO runs)."""
+    """The replica actor, or None when no ARISE trainer created one (it does for every run, the
+    GRPO baselines included: the agent loops record their failures there)."""
     global _POOL_HANDLE
     if _POOL_HANDLE is None:
         import ray
