@@ -36,7 +36,7 @@ class FakePool:
 QUERY = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
-def run(monkeypatch, cfg, fields, truth="3", pool=None):
+def run(monkeypatch, cfg, fields, truth="3", pool=None, extra_info=None):
     from verl import DataProto
 
     pool = pool or FakePool()
@@ -44,7 +44,12 @@ def run(monkeypatch, cfg, fields, truth="3", pool=None):
     monkeypatch.setattr(failures_module, "get_replica", lambda: pool)
     data = DataProto.from_dict(
         tensors={"responses": torch.tensor([[5, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 1]])},
-        non_tensors={"reward_model": [{"ground_truth": truth}], "tool_extra_fields": [fields], "raw_prompt": [QUERY]},
+        non_tensors={
+            "reward_model": [{"ground_truth": truth}],
+            "tool_extra_fields": [fields],
+            "raw_prompt": [QUERY],
+            "extra_info": [extra_info or {}],
+        },
     )
     manager = object.__new__(ARISERewardManager)  # no verl set-up: what run_single reads
     manager.arise, manager.tokenizer = cfg, FakeTokenizer()
@@ -94,6 +99,10 @@ def test_the_observation_is_one_record_of_the_trajectory(monkeypatch):
     assert (obs.reward, obs.correct, obs.response_tokens, obs.scored) == (2.0, True, 3, True)
     _, posted = run(monkeypatch, ARISEConfig(), CONTROL, truth="4")
     assert (posted[0].reward, posted[0].correct, posted[0].scored) == (0.0, False, False)
+    # the query and the tools its prompt rendered: the gate rescores it in that context
+    assert obs.messages == QUERY and obs.tool_selection is None
+    _, posted = run(monkeypatch, ARISEConfig(), AIDED, extra_info={"tool_selection": ("python",)})
+    assert posted[0].tool_selection == ["python"]
 
 
 # ------------------------------------------------------------------ streaming O_{G+1}

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+from verl.tools.function_tool import FunctionTool
+from verl.tools.schemas import OpenAIFunctionToolSchema
 from verl.tools.tool_registry import load_all_tools
 
 import recipe.arise.adapters.scoring_context as scoring_context_module
@@ -19,8 +21,10 @@ from recipe.arise.adapters.scoring_context import active_tool_schemas, trainer_s
 from recipe.arise.adapters.skill_layer import SkillLayer
 from recipe.arise.adapters.tool_agent import ARISEToolAgentLoop
 from recipe.arise.adapters.trainer import ARISETrainer
+from recipe.arise.adapters.trainer_gate import observed_queries, observed_tool_selections
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.library import SkillLibrary
+from recipe.arise.core.observation import Observation
 from recipe.arise.core.prompts import inject_skill
 from recipe.arise.core.scoring import SCORING_SUFFIX
 from recipe.arise.core.selection import truncate_skill_for_scoring
@@ -68,11 +72,11 @@ def tool_run_config():
     )
 
 
-def selection_prefix(tokenizer, config, messages=MESSAGES) -> list[int]:
-    """The scoring context the tool loop's skill layer scores ``messages`` in."""
+def tool_loop(tokenizer, config, tools=None):
+    """The tool loop as verl's worker builds it (text-only Qwen3), with the python tool by default."""
 
     async def go():
-        tools = ToolListWrap(load_all_tools(tool_config_path=TOOLS, function_tool_path=None))
+        listed = tools if tools is not None else load_all_tools(tool_config_path=TOOLS, function_tool_path=None)
         return ARISEToolAgentLoop(
             trainer_config=DictConfigWrap(config),
             server_manager=None,
@@ -81,11 +85,18 @@ def selection_prefix(tokenizer, config, messages=MESSAGES) -> list[int]:
             processor=None,
             dataset_cls=None,
             hf_model_type="qwen3",
-            tools=tools,
+            tools=ToolListWrap(listed),
         )
 
-    loop = asyncio.run(go())
-    return SkillLayer(loop, loop.active_tool_schemas({})).scoring_prefix(messages, SCORING_SUFFIX)
+    return asyncio.run(go())
+
+
+def selection_prefix(tokenizer, config, messages=MESSAGES, loop=None, extra_info=None) -> list[int]:
+    """The scoring context the tool loop's skill layer scores ``messages`` in (for a sample's
+    ``extra_info``)."""
+    loop = loop or tool_loop(tokenizer, config)
+    tools = loop.active_tool_schemas({"extra_info": extra_info})
+    return SkillLayer(loop, tools).scoring_prefix(messages, SCORING_SUFFIX)
 
 
 def trainer_of(tokenizer, config, monkeypatch):
@@ -147,3 +158,33 @@ def test_the_samples_tool_selection_is_verls():
     assert active_tool_schemas(tools, None) == [{"n": "a"}, {"n": "b"}]
     assert active_tool_schemas(tools, {"tool_selection": ["b", "missing", "b"]}) == [{"n": "b"}]
     assert active_tool_schemas(tools, {"tool_selection": []}) == [{"n": "a"}, {"n": "b"}]
+
+
+def test_a_samples_tool_selection_is_rescored_and_measured_in_its_own_context(tokenizer, monkeypatch):
+    """verl renders a sample with ``extra_info.tool_selection`` with those tools only: selection,
+    the gate's rescoring (the selection travels on the observation) and the exact IG alike."""
+    import verl.tools.tool_registry as tool_registry
+
+    function = {"name": "other_tool", "description": "another", "parameters": {"type": "object", "properties": {}}}
+    schema = {"type": "function", "function": function}
+    other = FunctionTool(name="other_tool", fn=lambda: "", tool_schema=OpenAIFunctionToolSchema.model_validate(schema))
+    tools = [*load_all_tools(tool_config_path=TOOLS, function_tool_path=None), other]
+    monkeypatch.setattr(tool_registry, "load_all_tools", lambda *args, **kwargs: tools)
+    config = tool_run_config()
+    loop, only_python = tool_loop(tokenizer, config, tools), {"tool_selection": ["python"]}
+    selected = selection_prefix(tokenizer, config, loop=loop, extra_info=only_python)
+    every = selection_prefix(tokenizer, config, loop=loop)
+    assert "other_tool" in tokenizer.decode(every) and "other_tool" not in tokenizer.decode(selected)
+
+    trainer = trainer_of(tokenizer, config, monkeypatch)
+    observations = [
+        Observation(uid="a", reward=1.0, correct=True, messages=MESSAGES, tool_selection=["python"]),
+        Observation(uid="b", reward=1.0, correct=True, messages=MESSAGES),
+    ]
+    trainer._remember_queries(observed_queries(observations), observed_tool_selections(observations))
+    trainer._calibrate_gate_on_queries(1)
+    skill_ids = [truncate_skill_for_scoring(e.doc.to_json(), tokenizer, 1000) for e in trainer.library.cache]
+    assert trainer.prompts == [selected + ids for ids in skill_ids] + [every + ids for ids in skill_ids]
+    suffix = len(tokenizer.encode(SCORING_SUFFIX, add_special_tokens=False))
+    assert trainer._ig_context(MESSAGES, None, only_python) == selected[:-suffix]
+    assert trainer._ig_context(MESSAGES, None, {}) == every[:-suffix]

@@ -76,12 +76,15 @@ class ARISERewardManager(RewardManagerBase):
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)
-            messages = None
+            messages = tool_selection = None
             if self.arise.selection.posts_queries(phase):
                 # sigma is calibrated on the queries of every generated group, those dynamic sampling
                 # drops included: the kept batch over-represents queries the gate passed (their
                 # groups mix R=2 with the control arm's R=1), which would set sigma too strict
                 messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
+                extra = item.non_tensor_batch.get("extra_info", None)
+                selection = extra.get("tool_selection") if isinstance(extra, dict) else None
+                tool_selection = None if selection is None else [str(name) for name in selection]
             observation = Observation(
                 uid=str(item.non_tensor_batch.get("uid", "")),
                 reward=float(score),
@@ -91,6 +94,7 @@ class ARISERewardManager(RewardManagerBase):
                 prompt_tokens=int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                 response_tokens=int(valid_length),
                 messages=messages,
+                tool_selection=tool_selection,  # rescored in the context its prompt had
                 grader_error=grader_error,
             )
             # Awaited so the observation is in the replica before the trajectory reaches the trainer.

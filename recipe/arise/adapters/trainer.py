@@ -48,7 +48,12 @@ from recipe.arise.adapters.python_tool import tool_step_metrics
 from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
 from recipe.arise.adapters.scoring_context import ScoringContext, active_tool_schemas, trainer_scoring_parts
 from recipe.arise.adapters.skill_layer import check_agent_loop
-from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
+from recipe.arise.adapters.trainer_gate import (
+    GateMixin,
+    damaged_checkpoint,
+    observed_queries,
+    observed_tool_selections,
+)
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
 from recipe.arise.core.arise_config import ARISEConfig
@@ -424,7 +429,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             started = time.perf_counter()
             observations = ray.get(self.library_replica.drain.remote())
             sigma_used = self._gate.sigma
-            self._remember_queries(observed_queries(observations))  # rescore; window: Phase I
+            # rescore; window: Phase I
+            self._remember_queries(observed_queries(observations), observed_tool_selections(observations))
             self._calibrate_gate(observations)
             used = [(o.trajectory.skill_id, o.reward) for o in observations if o.trajectory.skill_id]
             events = self.library.step(
