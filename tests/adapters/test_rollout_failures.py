@@ -235,3 +235,36 @@ def test_verls_own_loops_are_refused_with_arise_on(loop):
     with pytest.raises(ValueError, match=f"not '{loop}'"):
         check_agent_loop(loop, ARISEConfig())
     check_agent_loop(loop, ARISEConfig(enable=False))
+
+
+# --------------------------------------------------------------------------- what verl does (pinned)
+
+
+def test_verls_v1_worker_fails_the_group_and_keys_trajectories_by_uid_session_index(monkeypatch):
+    """What :class:`FailureTally` reads: verl 0.9.1's ``AgentLoopWorkerTQ._run_prompt`` lets every
+    session of a group settle, marks the group ``failure`` when one raised (raising nothing itself),
+    and stores each trajectory under ``{uid}_{session}_{index}``."""
+    import inspect
+
+    import verl.trainer.ppo.v1.agent_loop_tq as tq_module
+
+    worker_cls = tq_module.AgentLoopWorkerTQ.__ray_metadata__.modified_class
+    tags, finished = [], []
+
+    async def kv_put(key, partition_id, tag):
+        tags.append((key, partition_id, tag["status"]))
+
+    monkeypatch.setattr(tq_module.tq, "async_kv_put", kv_put)
+
+    async def run_agent_loop(sampling_params, trajectory, trace, session_id, **prompt):
+        if session_id == 1:
+            raise TypeError("a bug in session 1")
+        finished.append(session_id)
+
+    rollout = SimpleNamespace(n=3, val_kwargs=SimpleNamespace(n=1))
+    worker = SimpleNamespace(
+        config=SimpleNamespace(actor_rollout_ref=SimpleNamespace(rollout=rollout)), _run_agent_loop=run_agent_loop
+    )
+    asyncio.run(worker_cls._run_prompt(worker, {"uid": "u1"}, {}, trajectory={"validate": False}))
+    assert tags == [("u1", "train", "running"), ("u1", "train", "failure")] and sorted(finished) == [0, 2]
+    assert 'f"{uid}_{session_id}_{i}"' in inspect.getsource(worker_cls._agent_loop_postprocess)
