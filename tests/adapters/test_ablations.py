@@ -82,7 +82,8 @@ def _reward_of_a_correct_aided_phase2_trajectory(monkeypatch, cfg) -> float:
             "raw_prompt": [QUERY],
         },
     )
-    manager = SimpleNamespace(arise=cfg, tokenizer=Tok())
+    manager = object.__new__(ARISERewardManager)  # no verl set-up: what run_single reads
+    manager.arise, manager.tokenizer = cfg, Tok()
 
     async def go():
         manager.loop = asyncio.get_running_loop()

@@ -13,9 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 from byte_tokenizer import ByteTokenizer
+from omegaconf import OmegaConf
 from skill_layer_host import skill_layer
 
 import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
+from recipe.arise.adapters.rollout_failures import FailureTally  # noqa: E402
 from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
 from recipe.arise.adapters.trainer import ARISETrainer  # noqa: E402
 from recipe.arise.adapters.trainer_metrics import StepState, SummaryCounts  # noqa: E402
@@ -140,6 +142,7 @@ def test_injected_prompt_must_fit_the_prompt_length():
 
     loop = SimpleNamespace(
         continuous_token_builder=Builder(),
+        tokenizer=None,
         rollout_config=SimpleNamespace(prompt_length=100),
         loop=asyncio.new_event_loop(),
     )
@@ -342,7 +345,6 @@ def make_trainer(arise_cfg, chat_kwargs=None):
         config=SimpleNamespace(data={"apply_chat_template_kwargs": chat_kwargs or {}}),
         prompts=[],
     )
-    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
 
     def generate_all(prompts, params, timeout_s):
         trainer.prompts += prompts
@@ -423,7 +425,8 @@ def test_library_maintenance_runs_once_per_global_step():
     class Stub(ARISETrainer):
         def __init__(self):  # no verl set-up: only what on_sample_end touches
             self.library = object()
-            self.replay_buffer = SimpleNamespace(last_train_batch="batch")
+            self.arise, self.global_steps, self.library_replica = ARISEConfig(), 1, None
+            self.replay_buffer = SimpleNamespace(last_train_batch="batch", failures={"train": FailureTally()})
             self.parameter_sync_step = 2
             self.local_trigger_step = 0
             self.checkpoint_manager = SimpleNamespace(sleep_replicas=lambda: calls.append("sleep"))
@@ -537,6 +540,7 @@ def test_the_replay_buffer_polls_at_arise_replay_poll_s(monkeypatch):
     for enable in (True, False):
         trainer = object.__new__(ARISETrainer)
         trainer.arise = ARISEConfig.from_dict({"enable": enable, "replay_poll_s": 0.25})
+        trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"n": 2, "val_kwargs": {"n": 1}}}})
         sampler = ARISETrainer._build_replay_buffer(trainer)
         assert sampler.poll_interval == 0.25 and built.poll_interval == 0.25
         built.poll_interval = 2.0

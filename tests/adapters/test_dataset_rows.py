@@ -107,6 +107,7 @@ def test_json_lines_files_are_checked_too(tmp_path, load):
 def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+    from recipe.arise.adapters.rollout_failures import FailureTally
     from recipe.arise.adapters.trainer import ARISETrainer
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
@@ -114,6 +115,7 @@ def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     trainer._arise_metrics, trainer.library, trainer.total_training_steps = {}, None, 1
     trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})
     trainer.train_dataset, trainer.val_dataset = SimpleNamespace(rows_dropped=3), SimpleNamespace(rows_dropped=1)
+    trainer.replay_buffer, trainer._val_failures = SimpleNamespace(failures={"train": FailureTally()}), None
     metrics = {}
     ARISETrainer._compute_metrics(trainer, None, metrics, {}, global_steps=1, epoch=0)
     assert metrics["arise/rows_dropped"] == 3.0 and metrics["arise/val_rows_dropped"] == 1.0

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from byte_tokenizer import ByteTokenizer
+from skill_layer_host import scoring_context_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,7 +141,6 @@ def _trainer(engine="vllm"):
         "_remember_queries",
         "_exact_ig",
         "_ig_context",
-        "_chat_ids",
         "_generate_all",  # the real one: the requests go out through the client below
     ):
         setattr(trainer, name, getattr(ARISETrainer, name).__get__(trainer))
@@ -153,6 +153,7 @@ def _trainer(engine="vllm"):
             return SimpleNamespace(token_ids=[0], extra_fields={"prompt_logprobs": rows})
 
     trainer.get_llm_client = lambda: Client()
+    trainer._scoring_context = scoring_context_of(trainer.tokenizer)
     trainer._init_gate()
     return trainer, sent
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import recipe.arise.adapters.reward_manager as reward_manager_module
+import recipe.arise.adapters.rollout_failures as failures_module
 from recipe.arise.adapters.reward_manager import ARISERewardManager
 from recipe.arise.core.arise_config import ARISEConfig
 
@@ -24,21 +25,34 @@ class FakePool:
             self.posted.append(obs)
 
         self.record = SimpleNamespace(remote=record)
+        self.failures = []
+
+        async def record_failure(failure):
+            self.failures.append(failure)
+
+        self.record_failure = SimpleNamespace(remote=record_failure)
 
 
 QUERY = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
-def run(monkeypatch, cfg, fields, truth="3"):
+def run(monkeypatch, cfg, fields, truth="3", pool=None, extra_info=None):
     from verl import DataProto
 
-    pool = FakePool()
+    pool = pool or FakePool()
     monkeypatch.setattr(reward_manager_module, "get_replica", lambda: pool)
+    monkeypatch.setattr(failures_module, "get_replica", lambda: pool)
     data = DataProto.from_dict(
         tensors={"responses": torch.tensor([[5, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 1]])},
-        non_tensors={"reward_model": [{"ground_truth": truth}], "tool_extra_fields": [fields], "raw_prompt": [QUERY]},
+        non_tensors={
+            "reward_model": [{"ground_truth": truth}],
+            "tool_extra_fields": [fields],
+            "raw_prompt": [QUERY],
+            "extra_info": [extra_info or {}],
+        },
     )
-    manager = SimpleNamespace(arise=cfg, tokenizer=FakeTokenizer())
+    manager = object.__new__(ARISERewardManager)  # no verl set-up: what run_single reads
+    manager.arise, manager.tokenizer = cfg, FakeTokenizer()
 
     async def go():
         manager.loop = asyncio.get_running_loop()
@@ -85,6 +99,10 @@ def test_the_observation_is_one_record_of_the_trajectory(monkeypatch):
     assert (obs.reward, obs.correct, obs.response_tokens, obs.scored) == (2.0, True, 3, True)
     _, posted = run(monkeypatch, ARISEConfig(), CONTROL, truth="4")
     assert (posted[0].reward, posted[0].correct, posted[0].scored) == (0.0, False, False)
+    # the query and the tools its prompt rendered: the gate rescores it in that context
+    assert obs.messages == QUERY and obs.tool_selection is None
+    _, posted = run(monkeypatch, ARISEConfig(), AIDED, extra_info={"tool_selection": ("python",)})
+    assert posted[0].tool_selection == ["python"]
 
 
 # ------------------------------------------------------------------ streaming O_{G+1}
@@ -232,3 +250,18 @@ def test_a_grader_failure_is_graded_wrong_posted_and_counted_in_the_step_metrics
     assert decided[0].grader_error is None
     m = step_metrics(SkillLibrary(), 2, [posted[0], decided[0]], StepEvents(step=1), StepState(), 0.0, True)
     assert m["arise/grader_errors"] == 1.0
+
+
+def test_a_programming_error_in_the_reward_is_recorded_for_the_trainer(monkeypatch):
+    """An exception in the reward fails the session's query group under verl's V1 worker: it is
+    recorded in the replica, traceback and all, for the trainer to stop on (rollout_failures)."""
+    pool = FakePool()
+
+    def broken(*args, **kwargs):
+        raise KeyError("ground_truth")
+
+    monkeypatch.setattr(reward_manager_module, "grade_checked", broken)
+    with pytest.raises(KeyError):
+        run(monkeypatch, ARISEConfig(), AIDED, pool=pool)
+    (failure,) = pool.failures
+    assert failure["programming"] and failure["error"].startswith("KeyError") and "in broken" in failure["traceback"]

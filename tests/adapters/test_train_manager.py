@@ -284,7 +284,8 @@ def test_the_grader_grades_the_solution_not_the_leading_skill(tiny, monkeypatch)
             },
         )
         assert responses.shape[1] == width
-        manager = SimpleNamespace(arise=ARISEConfig(), tokenizer=tok)
+        manager = object.__new__(ARISERewardManager)  # no verl set-up: what run_single reads
+        manager.arise, manager.tokenizer = ARISEConfig(), tok
 
         async def go():
             manager.loop = asyncio.get_running_loop()

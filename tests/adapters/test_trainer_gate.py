@@ -124,6 +124,7 @@ def test_the_steps_queries_are_scored_against_the_next_cache(mode):
     from types import SimpleNamespace
 
     from byte_tokenizer import ByteTokenizer
+    from skill_layer_host import scoring_context_of
 
     from recipe.arise.core.library import SkillLibrary
     from recipe.arise.core.skill import load_seed_skills
@@ -131,6 +132,7 @@ def test_the_steps_queries_are_scored_against_the_next_cache(mode):
     trainer = _stub_trainer({"max_skill_tokens": 40, "calibration": mode})
     trainer.tokenizer = ByteTokenizer()
     trainer.config = SimpleNamespace(data={})
+    trainer._scoring_context = scoring_context_of(trainer.tokenizer)
     trainer.library = SkillLibrary(seed_skills=load_seed_skills(None))
     rng = np.random.default_rng(3)
 

@@ -130,7 +130,7 @@ def test_the_provided_check_can_fail():
         def __init__(self):
             self.arise = None
 
-    assert _missing(Bare, "trainer_gate") == ["config", "global_steps", "library", "tokenizer", "_gate_file"]
+    assert _missing(Bare, "trainer_gate") == ["global_steps", "library", "tokenizer", "_gate_file", "_scoring_context"]
     assert "get_llm_client" in _missing(Bare, "trainer_upload") and "arise" not in _missing(Bare, "trainer_upload")
 
 

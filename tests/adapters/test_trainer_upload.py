@@ -5,6 +5,7 @@ import itertools
 from types import SimpleNamespace
 
 from byte_tokenizer import ByteTokenizer
+from skill_layer_host import scoring_context_of
 
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.library import SkillLibrary
@@ -30,7 +31,7 @@ def _ig_trainer(train_manager=False):
     trainer = SimpleNamespace(
         arise=cfg, tokenizer=ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
     )
-    trainer._chat_ids = ARISETrainer._chat_ids.__get__(trainer)
+    trainer._scoring_context = scoring_context_of(trainer.tokenizer)
     trainer._ig_context = ARISETrainer._ig_context.__get__(trainer)
 
     def generate_all(prompts, params, timeout_s):

@@ -83,6 +83,25 @@ print(json.dumps(out))
 """
 
 
+def _core_modules(start: str) -> list[str]:
+    """``start``'s file and those of the recipe.arise.core modules it imports, transitively (stdlib
+    only beyond them: the copy runs under the system interpreter, without the project's venv)."""
+    import ast
+
+    files, todo = [], [start]
+    while todo:
+        name = todo.pop()
+        if f"{name}.py" in files:
+            continue
+        files.append(f"{name}.py")
+        for node in ast.walk(ast.parse((ROOT / "recipe/arise/core" / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "recipe.arise.core":
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recipe.arise.core."):
+                todo.append(node.module.rsplit(".", 1)[1])
+    return files
+
+
 def _public_python() -> str | None:
     """An interpreter `nobody` can run: the tests' own, else python3 on PATH (the cases need only the
     stdlib: the sandbox modules import nothing else)."""
@@ -111,7 +130,7 @@ def as_nonroot(tmp_path_factory):
     code = Path(tempfile.mkdtemp(prefix="arise-nonroot-"))
     package = code / "recipe" / "arise" / "core"
     package.mkdir(parents=True)
-    for name in ("__init__.py", "sandbox.py", "sandbox_launch.py"):
+    for name in ("__init__.py", *_core_modules("sandbox")):
         shutil.copy(ROOT / "recipe/arise/core" / name, package / name)
     for path in [code, *code.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)

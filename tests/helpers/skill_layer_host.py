@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from byte_tokenizer import ByteTokenizer
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
+from recipe.arise.adapters.scoring_context import ScoringContext
 from recipe.arise.adapters.skill_layer import SkillLayer
 
 
@@ -23,3 +24,9 @@ def skill_layer(server, n=4, **rollout) -> SkillLayer:
         rollout_config=SimpleNamespace(n=n, val_kwargs=SimpleNamespace(n=1), **rollout),
     )
     return SkillLayer(host)
+
+
+def scoring_context_of(tokenizer):
+    """A trainer stub's ``_scoring_context``: verl's Continuous Token builder for ``tokenizer``, no tools."""
+    builder = create_continuous_token_builder(tokenizer)
+    return lambda extra_info=None: ScoringContext(builder, tokenizer)

@@ -23,6 +23,7 @@ from typing import Any
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 
+from recipe.arise.adapters.rollout_failures import recorded
 from recipe.arise.adapters.skill_layer import Plan, SkillLayer, arise_config, query_key
 from recipe.arise.core.scoring import scoring_suffix
 from recipe.arise.core.trajectory import ScoredSkill, SelectedSkill, TrajectoryInfo
@@ -34,6 +35,10 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 @register("arise_agent")
 class ARISEAgentLoop(SingleTurnAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        # an exception escaping the session is told to the trainer (rollout_failures), then raised
+        return await recorded(self._run_session(sampling_params, kwargs), kwargs)
+
+    async def _run_session(self, sampling_params: dict[str, Any], kwargs: dict) -> AgentLoopOutput:
         layer = SkillLayer(self, skill_in_response=True)
         plan = await layer.prepare(kwargs)
         if plan.in_response is not None:

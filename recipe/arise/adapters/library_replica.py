@@ -6,7 +6,9 @@ cache here; agent-loop workers on any node read it with ``ray.get_actor(REPLICA_
 workers post one observation per training trajectory, so UPDATE also sees the groups that
 dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
 :class:`~recipe.arise.core.stream.SummaryStream` through which a group's summary rollout starts as
-soon as its G rewards are in.
+soon as its G rewards are in. Agent loops record the sessions an exception ended here
+(``record_failure``); the trainer drains them each sampled batch
+(:mod:`recipe.arise.adapters.rollout_failures`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from recipe.arise.core.observation import Observation
 from recipe.arise.core.stream import SummaryStream
 
 REPLICA_NAME = "arise_library_replica"
+MAX_FAILURES = 20  # failed sessions kept (with tracebacks) between two drains by the trainer
 
 
 class LibraryReplica:
@@ -27,6 +30,8 @@ class LibraryReplica:
         self._observations: list[Observation] = []
         self._stream = SummaryStream()
         self._llm_client = None
+        # sessions that failed in an agent loop (rollout_failures.recorded), drained by the trainer
+        self._failures: list[dict[str, Any]] = []
 
     def publish(
         self,
@@ -94,6 +99,20 @@ class LibraryReplica:
     def llm_client(self):
         return self._llm_client
 
+    def record_failure(self, failure: dict[str, Any]) -> None:
+        """One session an exception ended (``rollout_failures.failure_record``); the first
+        ``MAX_FAILURES`` are kept with their tracebacks, programming errors before the rest."""
+        failure = {**failure, "mode": self._snapshot["mode"]}
+        if len(self._failures) >= MAX_FAILURES:
+            if not failure.get("programming") or all(f.get("programming") for f in self._failures):
+                return
+            self._failures.pop(next(i for i, f in enumerate(self._failures) if not f.get("programming")))
+        self._failures.append(failure)
+
+    def drain_failures(self) -> list[dict[str, Any]]:
+        out, self._failures = self._failures, []
+        return out
+
     def drain(self) -> list[Observation]:
         out, self._observations = self._observations, []
         return out
@@ -110,7 +129,8 @@ _POOL_HANDLE = None
 
 
 def get_replica():
-    """The replica actor, or None when no ARISE trainer created one (e.g. plain GRPO runs)."""
+    """The replica actor, or None when no ARISE trainer created one (it does for every run, the
+    GRPO baselines included: the agent loops record their failures there)."""
     global _POOL_HANDLE
     if _POOL_HANDLE is None:
         import ray

@@ -25,6 +25,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from recipe.arise.adapters.agent_loop import arise_config
 from recipe.arise.adapters.library_replica import get_replica
+from recipe.arise.adapters.rollout_failures import recorded
 from recipe.arise.core.grader import grade_checked
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
@@ -44,6 +45,12 @@ class ARISERewardManager(RewardManagerBase):
 
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-output trajectories are scored on their last sequence
+        fields = item.non_tensor_batch
+        session = {"uid": fields.get("uid", ""), "session_id": fields.get("session_id", 0)}
+        # an exception here fails the session's query group: told to the trainer (rollout_failures)
+        return await recorded(self._reward(item), session)
+
+    async def _reward(self, item) -> dict:
         response_ids = item.batch["responses"]
         valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
         ids = response_ids[:valid_length]
@@ -69,12 +76,15 @@ class ARISERewardManager(RewardManagerBase):
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)
-            messages = None
+            messages = tool_selection = None
             if self.arise.selection.posts_queries(phase):
                 # sigma is calibrated on the queries of every generated group, those dynamic sampling
                 # drops included: the kept batch over-represents queries the gate passed (their
                 # groups mix R=2 with the control arm's R=1), which would set sigma too strict
                 messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
+                extra = item.non_tensor_batch.get("extra_info", None)
+                selection = extra.get("tool_selection") if isinstance(extra, dict) else None
+                tool_selection = None if selection is None else [str(name) for name in selection]
             observation = Observation(
                 uid=str(item.non_tensor_batch.get("uid", "")),
                 reward=float(score),
@@ -84,6 +94,7 @@ class ARISERewardManager(RewardManagerBase):
                 prompt_tokens=int(item.non_tensor_batch.get("prompt_len", 0) or 0),
                 response_tokens=int(valid_length),
                 messages=messages,
+                tool_selection=tool_selection,  # rescored in the context its prompt had
                 grader_error=grader_error,
             )
             # Awaited so the observation is in the replica before the trajectory reaches the trainer.

@@ -11,8 +11,9 @@ unless the injected prompt would not fit ``rollout.prompt_length``. What was cho
 :class:`~recipe.arise.core.trajectory.TrajectoryInfo` in ``extra_fields`` to the reward manager and
 into the batch. An engine failure (an error of the engine or of Ray, a timeout, unusable numbers)
 sends the group's trajectories unaided and is counted; a programming error (``TypeError``,
-``KeyError``, ...) propagates. The scoring requests' routing and the pmi baselines:
-:mod:`recipe.arise.adapters.scoring_requests`.
+``KeyError``, ...) propagates, and any exception escaping the loop is recorded for the trainer,
+which stops on a programming error (:mod:`recipe.arise.adapters.rollout_failures`). The scoring
+requests' routing and the pmi baselines: :mod:`recipe.arise.adapters.scoring_requests`.
 
 A loop gains ARISE in one step, :func:`with_skills` around its own ``run``::
 
@@ -37,9 +38,10 @@ from typing import Any
 from uuid import uuid4
 
 import numpy as np
-from ray.exceptions import RayError
 
 from recipe.arise.adapters.library_replica import get_replica
+from recipe.arise.adapters.rollout_failures import PROGRAMMING_ERRORS, is_programming_error, recorded
+from recipe.arise.adapters.scoring_context import ScoringContext
 from recipe.arise.adapters.scoring_requests import (
     SCORING_PARAMS,
     common_prefix_len,
@@ -75,14 +77,13 @@ _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDic
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
 
-# Errors of our own code, not of the engine: scoring lets them propagate (a catch-all once turned
-# them into "scoring failed, group unaided"). A Ray error wrapping one (a remote TypeError) is the
-# engine's and is survived.
-PROGRAMMING_ERRORS = (AssertionError, AttributeError, ImportError, IndexError, KeyError, NameError, TypeError)
-
-# The agent loops registered here and the arise.* options each cannot honour (checked at start-up
-# by the trainer and again when a loop is built; docs/agent_loops.md)
+# The agent loops registered here and the arise.* options each cannot honour; any other loop (one
+# of your own through with_skills) cannot honour train_manager either: only arise_agent puts the
+# skill into the response. Checked at start-up by the trainer and the preflight, and again when an
+# ARISE loop is built (docs/agent_loops.md).
 AGENT_LOOPS = {"arise_agent": (), "arise_tool_agent": ("selection.train_manager",)}
+# verl's own loops carry no skill layer: with ARISE on, nothing would ever be selected
+VERL_LOOPS = ("single_turn_agent", "tool_agent")
 
 
 def arise_config(trainer_config) -> ARISEConfig:
@@ -99,17 +100,23 @@ def arise_config(trainer_config) -> ARISEConfig:
 
 
 def check_agent_loop(agent_name: str, cfg: ARISEConfig) -> None:
-    """Refuse an ``arise.*`` option the agent loop ``agent_name`` cannot honour (ValueError naming
-    both). Loops not registered by ARISE are not checked here: :class:`SkillLayer` refuses
-    train_manager for any loop that does not put the skill into the response."""
+    """Refuse the agent loop ``agent_name`` (``rollout.agent.default_agent_loop``) when it cannot
+    honour the run's ``arise.*`` options (ValueError naming both): with ARISE on, one of verl's own
+    loops, and an option :data:`AGENT_LOOPS` lists for it (train_manager for every loop but
+    ``arise_agent``, a loop of your own wrapped with :func:`with_skills` included)."""
     if not cfg.enable:
         return
-    for option in AGENT_LOOPS.get(agent_name, ()):
+    if agent_name in VERL_LOOPS:
+        raise ValueError(
+            "arise.enable=true needs actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent, "
+            f"arise_tool_agent or a loop of your own carrying ARISE (docs/agent_loops.md), not {agent_name!r}"
+        )
+    for option in AGENT_LOOPS.get(agent_name, ("selection.train_manager",)):
         section, key = option.split(".")
         if getattr(getattr(cfg, section), key):
             raise ValueError(
-                f"arise.{option}=true is not supported by the agent loop {agent_name!r} (multi-turn: the skill "
-                f"goes into the first user turn, never into the response); set arise.{option}=false or use "
+                f"arise.{option}=true is not supported by the agent loop {agent_name!r} (the skill goes into the "
+                f"user turn, never into the response); set arise.{option}=false or use "
                 "actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent (docs/agent_loops.md)"
             )
 
@@ -219,14 +226,19 @@ class SkillLayer:
             output.extra_fields.update(plan.info.to_extra_fields())
         return output
 
+    @property
+    def context(self) -> ScoringContext:
+        """The scoring context of the host: its Continuous Token builder, its tools (the trainer's
+        calibration and exact IG build the same, :mod:`recipe.arise.adapters.scoring_context`)."""
+        return ScoringContext(self.host.continuous_token_builder, self.tokenizer, self.tools)
+
     def context_ids(self, messages: Sequence[dict]) -> list[int]:
-        """The prompt the host builds for ``messages``: its Continuous Token builder, its tools."""
-        return list(self.host.continuous_token_builder.build_initial_tokens(list(messages), tools=self.tools))
+        """The prompt the host builds for ``messages``."""
+        return self.context.chat_ids(messages)
 
     def scoring_prefix(self, messages: Sequence[dict], suffix: str) -> list[int]:
-        """The scoring context: the host's prompt, then ``suffix`` tokenized on its own (as the
-        injected skill line is)."""
-        return self.context_ids(messages) + list(self.tokenizer.encode(suffix, add_special_tokens=False))
+        """The scoring context: the host's prompt, then ``suffix`` tokenized on its own."""
+        return self.context.prefix(messages, suffix)
 
     async def fits(self, messages) -> bool:
         """Whether the prompt fits ``rollout.prompt_length`` (verl left-truncates longer prompts,
@@ -340,7 +352,7 @@ class SkillLayer:
                 jobs.append(pmi_baselines(self, cfg, cache, version, counts))
             outputs, *baselines = await asyncio.wait_for(asyncio.gather(*jobs), timeout=cfg.selection.scoring_timeout_s)
         except Exception as e:
-            if isinstance(e, PROGRAMMING_ERRORS) and not isinstance(e, RayError):
+            if is_programming_error(e):  # ours, not the engine's: never "group unaided" (rollout_failures)
                 raise
             logger.warning(f"ARISE skill scoring failed, the group goes unaided: {e!r}")
             return [], time.perf_counter() - started, counts, repr(e)[:200], None
@@ -459,13 +471,18 @@ async def with_skills(
     ``tool_schemas`` attribute, as verl's ``ToolAgentLoop`` has), so skills are scored in exactly
     the context the loop builds."""
     layer = SkillLayer(loop, tools if tools is not None else getattr(loop, "tool_schemas", None))
-    plan = await layer.prepare(kwargs)
-    return layer.finish(await run(sampling_params, **plan.kwargs), plan)
+
+    async def session():
+        plan = await layer.prepare(kwargs)
+        return layer.finish(await run(sampling_params, **plan.kwargs), plan)
+
+    return await recorded(session(), kwargs)  # an exception is told to the trainer (rollout_failures)
 
 
 __all__ = [
     "AGENT_LOOPS",
     "PROGRAMMING_ERRORS",
+    "VERL_LOOPS",
     "Plan",
     "SkillLayer",
     "arise_config",

@@ -23,6 +23,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 
 from recipe.arise.adapters.python_tool import EXTRA_MALFORMED
+from recipe.arise.adapters.scoring_context import active_tool_schemas, tool_schema
 from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop, with_skills
 
 AGENT_NAME = "arise_tool_agent"
@@ -78,11 +79,10 @@ class ARISEToolAgentLoop(ToolAgentLoop):
     def active_tool_schemas(self, kwargs: dict) -> list[dict]:
         """The tool schemas ``ToolAgentLoop.run`` renders this sample's prompt with: all of them, or
         those named by ``extra_info.tool_selection`` (verl's per-sample selection, same order)."""
-        selection = (kwargs.get("extra_info") or {}).get("tool_selection")
-        if not (selection and self.tools):
+        if not self.tools:
             return self.tool_schemas
-        selected = {name: self.tools[name] for name in selection if name in self.tools}  # repeats once
-        return [tool.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for tool in selected.values()]
+        named = {name: tool_schema(tool) for name, tool in self.tools.items()}
+        return active_tool_schemas(named, kwargs.get("extra_info"))
 
 
 def _is_json(arguments) -> bool:

@@ -45,8 +45,15 @@ from verl.utils.debug import marked_timer
 
 from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS, tool_step_metrics
+from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
+from recipe.arise.adapters.scoring_context import ScoringContext, active_tool_schemas, trainer_scoring_parts
 from recipe.arise.adapters.skill_layer import check_agent_loop
-from recipe.arise.adapters.trainer_gate import GateMixin, damaged_checkpoint, observed_queries
+from recipe.arise.adapters.trainer_gate import (
+    GateMixin,
+    damaged_checkpoint,
+    observed_queries,
+    observed_tool_selections,
+)
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
 from recipe.arise.core.arise_config import ARISEConfig
@@ -68,19 +75,22 @@ __all__ = ["ARISETrainer", "LIBRARY_FILE", "positive_advantage_sessions", "conso
 
 
 class _RecordingSampler:
-    """Wraps verl's replay buffer and remembers the last training batch it handed out.
+    """Wraps verl's replay buffer: remembers the last training batch it handed out (``on_sample_end``
+    gets no arguments; the summary rollout needs that batch) and tallies the failed query groups of
+    each partition's batches (``rollout``: n sessions per group, val_kwargs.n at evaluation)."""
 
-    ``on_sample_end`` gets no arguments; the summary rollout needs that batch.
-    """
-
-    def __init__(self, inner):
+    def __init__(self, inner, rollout):
         self._inner = inner
+        self._rollout = rollout
         self.last_train_batch = None
+        self.failures = {"train": FailureTally(), "val": FailureTally()}  # the trainer resets them
 
     def sample(self, global_steps, partition_id, batch_size):
         batch, metrics = self._inner.sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         if partition_id == "train":
             self.last_train_batch = batch
+        n = self._rollout.n if partition_id == "train" else self._rollout.val_kwargs.n
+        self.failures.setdefault(partition_id, FailureTally()).add(batch.keys, batch_size, int(n))
         return batch, metrics
 
     def __getattr__(self, name):
@@ -113,6 +123,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         self._arise_version = 0
         self._step_state = StepState()
         self._maintained_step: int | None = None
+        self._val_failures: FailureTally | None = None  # the last evaluation's, until the next metrics
+        self._scoring_parts = None  # (builder, tools by name) of the agent loop's scoring context
         self._client_published = False
         self._init_gate()
 
@@ -124,7 +136,7 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         # in the GRPO baseline too (arise.enable=false takes this trainer as well)
         if hasattr(inner, "poll_interval"):
             inner.poll_interval = self.arise.replay_poll_s
-        return _RecordingSampler(inner)
+        return _RecordingSampler(inner, self.config.actor_rollout_ref.rollout)
 
     def _checkpoint_folder(self, step: int) -> str:
         root = self.config.trainer.default_local_dir
@@ -190,6 +202,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
+        # every run, the baselines' included: the agent loops record their failures there
+        self.library_replica = get_or_create_replica()
         if not self.arise.enable:
             return
         lib_cfg = self.arise.library
@@ -231,7 +245,6 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             else:
                 self.library = self._new_library()
         self._restore_gate()
-        self.library_replica = get_or_create_replica()
         self._publish()
 
     def _save_checkpoint(self):
@@ -261,6 +274,15 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
 
+    def _scoring_context(self, extra_info=None) -> ScoringContext:
+        """The scoring context the run's agent loop selects in (its builder, its tools after the
+        sample's ``extra_info.tool_selection``): the gate's rescoring and the exact IG use it."""
+        if self._scoring_parts is None:
+            self._scoring_parts = trainer_scoring_parts(self.config, self.tokenizer)
+        builder, tools = self._scoring_parts
+        selected = None if tools is None else active_tool_schemas(tools, extra_info)
+        return ScoringContext(builder, self.tokenizer, selected)
+
     @property
     def arise_log_dir(self) -> str:
         if self.arise.log_dir:
@@ -275,8 +297,18 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
 
     def on_validate_end(self):
         super().on_validate_end()
+        self._check_rollout_failures("val", "validation")
         if self.library_replica is not None:
             ray.get(self.library_replica.set_mode.remote("train"))
+
+    def _check_rollout_failures(self, partition: str, where: str) -> None:
+        """Stop on a programming error an agent loop recorded, or on too many failed query groups
+        (:mod:`~recipe.arise.adapters.rollout_failures`)."""
+        records = ray.get(self.library_replica.drain_failures.remote()) if self.library_replica is not None else []
+        tally = self.replay_buffer.failures[partition]
+        if partition == "val":  # one evaluation's count, shown with the next step's metrics
+            self._val_failures, self.replay_buffer.failures["val"] = tally, FailureTally()
+        check_failures(tally, records, self.arise.max_failed_group_share, where)
 
     def _batch_budget(self) -> int:
         """Summary rollouts this sampled batch may start: the step's budget spread over its batches."""
@@ -301,6 +333,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             ray.get(self.library_replica.stream_begin.remote(key, self._batch_budget(), group_size))
 
     def on_sample_end(self):
+        # before this batch trains: a programming error or too many failed groups stop the run here
+        self._check_rollout_failures("train", f"step {self.global_steps}")
         if self.library is not None:
             batch = self.replay_buffer.last_train_batch
             self.replay_buffer.last_train_batch = None
@@ -314,6 +348,12 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps=global_steps, epoch=epoch)
         metrics.update(self._arise_metrics)
         self._arise_metrics = {}
+        # query groups a failed agent-loop session left incomplete, and the trajectories dropped
+        tally, self.replay_buffer.failures["train"] = self.replay_buffer.failures["train"], FailureTally()
+        metrics["arise/rollout_failures"], metrics["arise/rollout_dropped"] = float(tally.failed), float(tally.dropped)
+        if self._val_failures is not None:
+            metrics["arise/val_rollout_failures"] = float(self._val_failures.failed)
+            self._val_failures = None
         # prompts verl's filter_overlong_prompts dropped at load (recipe.arise.adapters.dataset)
         metrics["arise/rows_dropped"] = float(getattr(self.train_dataset, "rows_dropped", 0))
         metrics["arise/val_rows_dropped"] = float(getattr(self.val_dataset, "rows_dropped", 0))
@@ -392,7 +432,8 @@ class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
             started = time.perf_counter()
             observations = ray.get(self.library_replica.drain.remote())
             sigma_used = self._gate.sigma
-            self._remember_queries(observed_queries(observations))  # rescore; window: Phase I
+            # rescore; window: Phase I
+            self._remember_queries(observed_queries(observations), observed_tool_selections(observations))
             self._calibrate_gate(observations)
             used = [(o.trajectory.skill_id, o.reward) for o in observations if o.trajectory.skill_id]
             events = self.library.step(

@@ -26,6 +26,7 @@ from recipe.arise.core.selection import top_m_candidates
 from recipe.arise.core.store import atomic_write
 
 if TYPE_CHECKING:
+    from recipe.arise.adapters.scoring_context import ScoringContext
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.library import SkillLibrary
 
@@ -58,6 +59,16 @@ def observed_queries(observations: list[Observation]) -> list[list]:
     return list(first.values())
 
 
+def observed_tool_selections(observations: list[Observation]) -> list[list[str] | None]:
+    """Per query of :func:`observed_queries`, in its order: the sample's ``tool_selection`` (the
+    tools its prompt rendered, and so its scoring context; None: all the loop's tools)."""
+    first: dict[str, list[str] | None] = {}
+    for o in observations:
+        if o.messages:
+            first.setdefault(str(o.uid), o.tool_selection)
+    return list(first.values())
+
+
 def gate_outcomes(observations: list[Observation]) -> list[float]:
     """Per query (uid) of a step, the share of its scored trajectories that passed the gate."""
     passed: dict[str, list[bool]] = {}
@@ -72,7 +83,6 @@ class GateHost(Protocol):
     who sets each and when."""
 
     arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__
-    config: Any  # verl's trainer config: PPOTrainer.__init__
     tokenizer: Any  # PPOTrainer.__init__ (the actor's model config)
     global_steps: int  # PPOTrainer: 0, then the resumed step (its _load_checkpoint, before _restore_gate)
     # ARISETrainer._load_checkpoint (None before it, and with arise.enable=false)
@@ -83,6 +93,9 @@ class GateHost(Protocol):
 
     def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
         """UploadMixin: one request per prompt on the rollout servers."""
+
+    def _scoring_context(self, extra_info: Any = None) -> ScoringContext:
+        """ARISETrainer: the agent loop's scoring context (selection scores in the same)."""
 
 
 class GateMixin:
@@ -158,11 +171,13 @@ class GateMixin:
             self._gate.add(vectors.values())
             self._gate.update()
 
-    def _remember_queries(self, queries: list[list]) -> None:
+    def _remember_queries(self, queries: list[list], tool_selections: list | None = None) -> None:
         """Keep the most recent calibration_window distinct training queries (rescored each step):
-        those of every generated group (:func:`observed_queries`), not only of the kept batch."""
-        for messages in queries:
-            key = json.dumps(messages, sort_keys=True, default=str)
+        those of every generated group (:func:`observed_queries`), not only of the kept batch, each
+        with its sample's tool selection (:func:`observed_tool_selections`; None: all tools)."""
+        for messages, selection in zip(queries, tool_selections or [None] * len(queries), strict=True):
+            # the key holds the tool selection too: it is part of the query's scoring context
+            key = json.dumps([messages, selection], sort_keys=True, default=str)
             self._gate_queries.pop(key, None)
             self._gate_queries[key] = messages
         while len(self._gate_queries) > self.arise.selection.calibration_window:
@@ -190,16 +205,26 @@ class GateMixin:
             return [None if isinstance(o, BaseException) else o.extra_fields.get("prompt_logprobs") for o in outputs]
 
         started = time.perf_counter()
-        vectors = score_queries(
-            engine,
-            self.tokenizer,
-            queries,
-            [cache[i].doc.to_json() for i in candidates],
-            max_skill_tokens=sel.max_skill_tokens,
-            score_norm=sel.score_norm,
-            train_manager=sel.train_manager,
-            chat_kwargs=self.config.data.get("apply_chat_template_kwargs", None) or {},
-        )
+        # each query in the agent loop's context, its tools included: one pass per tool selection
+        by_tools: dict[str, list[int]] = {}
+        for i, key in enumerate(self._gate_queries):
+            by_tools.setdefault(json.dumps(json.loads(key)[1]), []).append(i)
+        vectors: list = [None] * len(queries)
+        for selection, members in by_tools.items():
+            tools = json.loads(selection)
+            context = self._scoring_context(None if tools is None else {"tool_selection": tools})
+            scored = score_queries(
+                engine,
+                self.tokenizer,
+                [queries[i] for i in members],
+                [cache[i].doc.to_json() for i in candidates],
+                max_skill_tokens=sel.max_skill_tokens,
+                score_norm=sel.score_norm,
+                train_manager=sel.train_manager,
+                prefix=context.prefix,
+            )
+            for i, vector in zip(members, scored, strict=True):
+                vectors[i] = vector
         if sel.calibration == "rescore":
             self._gate.window.clear()
         added = self._gate.add(vectors)

@@ -61,17 +61,18 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
             f" | tool calls {metrics['arise/tool_calls']:.2f}"
             f" (malformed {metrics.get('arise/tool_calls_malformed', 0.0):.2f})"
         )
+    # query groups a failed agent-loop session left incomplete (recipe.arise.adapters.rollout_failures)
+    failed = f" | failed groups {int(metrics.get('arise/rollout_failures', 0))}"
     if "arise/phase" not in metrics:  # arise.enable=false: plain GRPO through the same trainer
-        return (
-            f"[arise] step {step}/{total} | GRPO | score {metrics.get('critic/score/mean', 0.0):.3f}{tool} | {t:.1f}s"
-        )
+        score = metrics.get("critic/score/mean", 0.0)
+        return f"[arise] step {step}/{total} | GRPO | score {score:.3f}{tool}{failed} | {t:.1f}s"
     return (
         f"[arise] step {step}/{total} | phase {int(metrics['arise/phase'])} | acc {metrics['arise/acc']:.3f}"
         f" | mean R {metrics['arise/reward_mean']:.3f} | skill use {metrics['arise/skill_use_rate']:.2f}"
         f" | gate pass {metrics['arise/gate_pass_rate']:.2f} | R=1/R=2 mixed groups"
         f" {metrics['arise/mixed_group_rate']:.2f} | parsed {int(metrics['arise/summary_parsed'])}"
         f"/{int(metrics['arise/summary_attempts'])} | library {int(metrics['arise/cache_size'])}"
-        f"+{int(metrics['arise/reservoir_size'])} (new {int(metrics['arise/new_skills'])}){tool} | {t:.1f}s"
+        f"+{int(metrics['arise/reservoir_size'])} (new {int(metrics['arise/new_skills'])}){tool}{failed} | {t:.1f}s"
     )
 
 

@@ -27,13 +27,14 @@ from recipe.arise.adapters.trainer_metrics import StepState
 from recipe.arise.adapters.trainer_setup import needs_set_up
 from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
 from recipe.arise.core.prompts import inject_skill
-from recipe.arise.core.scoring import scoring_prefix_ids, scoring_suffix
+from recipe.arise.core.scoring import scoring_suffix
 from recipe.arise.core.selection import truncate_skill_for_scoring
-from recipe.arise.core.summary import chat_ids, summary_prompt_ids, summary_sampling_params, summary_skills
+from recipe.arise.core.summary import summary_prompt_ids, summary_sampling_params, summary_skills
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
 from recipe.arise.core.transcript import trace_transcript
 
 if TYPE_CHECKING:
+    from recipe.arise.adapters.scoring_context import ScoringContext
     from recipe.arise.core.arise_config import ARISEConfig
     from recipe.arise.core.library import SkillLibrary
 
@@ -64,6 +65,9 @@ class UploadHost(Protocol):
 
     def get_llm_client(self) -> Any:
         """verl's PPOTrainer: the client of the rollout servers."""
+
+    def _scoring_context(self, extra_info: Any = None) -> ScoringContext:
+        """ARISETrainer: the agent loop's scoring context (for a sample's ``extra_info``)."""
 
 
 class UploadMixin:
@@ -147,6 +151,7 @@ class UploadMixin:
                     "uid": uid,
                     "question": info.get("question") or _last_user_turn(messages),
                     "messages": messages,
+                    "extra_info": info,  # verl's per-sample tool_selection: the exact IG renders with it
                     "success_rate": float(np.mean([r > 0 for r in member_rewards])),
                     "traces": traces,
                     "unaided": unaided_traces,
@@ -168,9 +173,6 @@ class UploadMixin:
             return await asyncio.gather(*tasks, return_exceptions=True)
 
         return asyncio.run(run())
-
-    def _chat_ids(self, messages) -> list[int]:
-        return chat_ids(self.tokenizer, messages, self.config.data.get("apply_chat_template_kwargs", None))
 
     def _summary_rollouts(self, groups: list[dict[str, Any]], step: int):
         """The summary rollouts of ``groups`` after the wave, concurrently on the rollout servers."""
@@ -229,7 +231,8 @@ class UploadMixin:
         for i in rng.permutation(len(groups)):
             ids = _unaided_trace(groups[i])
             if ids:
-                traces.append((groups[i]["messages"], ids[: cfg.max_response_tokens or None]))
+                clipped = ids[: cfg.max_response_tokens or None]
+                traces.append((groups[i]["messages"], groups[i].get("extra_info"), clipped))
             if len(traces) >= cfg.max_traces:
                 break
         cache = list(needs_set_up(self.library, "library", "ARISETrainer._load_checkpoint()").cache)
@@ -237,8 +240,8 @@ class UploadMixin:
             return {}, 0
         prompts, spans = [], []
         for skill in [None, *cache]:
-            for messages, ids in traces:
-                context = self._ig_context(messages, None if skill is None else skill.doc)
+            for messages, extra_info, ids in traces:
+                context = self._ig_context(messages, None if skill is None else skill.doc, extra_info)
                 prompts.append(context + ids)
                 spans.append((len(context), len(context) + len(ids)))
         params = SCORING_PARAMS
@@ -260,17 +263,18 @@ class UploadMixin:
             out[entry.skill_id] = value
         return out, skipped
 
-    def _ig_context(self, messages, doc) -> list[int]:
-        """The token context a trace follows, with the skill where the agent loop puts it: in the
-        user turn (``SKILL:{json}`` line before the question), or with ``train_manager`` at the start
-        of the assistant turn (chat(query) + ``SKILL:`` + the scored skill tokens + ``\\n``)."""
+    def _ig_context(self, messages, doc, extra_info=None) -> list[int]:
+        """The token context a trace follows, in the prompt the agent loop builds (its tools included,
+        :meth:`_scoring_context`), with the skill where the loop puts it: in the user turn
+        (``SKILL:{json}`` line before the question), or with ``train_manager`` at the start of the
+        assistant turn (chat(query) + ``SKILL:`` + the scored skill tokens + ``\\n``)."""
         sel = self.arise.selection
+        context = self._scoring_context(extra_info)
         if doc is None:
-            return self._chat_ids(messages)
+            return context.chat_ids(messages)
         if not sel.train_manager:
-            return self._chat_ids(inject_skill(messages, doc))
-        kwargs = self.config.data.get("apply_chat_template_kwargs", None) or {}
-        prefix = scoring_prefix_ids(self.tokenizer, messages, scoring_suffix(True), **kwargs)
+            return context.chat_ids(inject_skill(messages, doc))
+        prefix = context.prefix(messages, scoring_suffix(True))
         skill_ids = truncate_skill_for_scoring(doc.to_json(), self.tokenizer, sel.max_skill_tokens)
         return prefix + skill_ids + list(self.tokenizer.encode("\n", add_special_tokens=False))
 

@@ -47,11 +47,9 @@ class SelectionConfig:
     gate_target_use: float | None = _key(
         None, "auto sigma: the gate pass rate to hit; null = the paper's skill use at delta (73% at 0.35)"
     )
-    # auto: which score vectors set sigma. "rescore": after each step's library maintenance the last
-    # calibration_window training queries are scored against the new cache, the one the next step
-    # selects from (one more scoring pass per step at a batch of 64); "window": the score vectors the
-    # agent loop computed for the last calibration_window Phase II groups (no extra cost; lags a
-    # changing cache)
+    # auto: which score vectors set sigma. "rescore": each step the last calibration_window training
+    # queries are scored against the new cache the next step selects from (one more scoring pass per
+    # step); "window": the agent loop's vectors of the last Phase II groups (no cost; lags the cache)
     calibration: str = _key(
         "rescore",
         "auto sigma from: rescore = recent queries scored on the next cache | window = recent score vectors (lags)",
@@ -70,10 +68,8 @@ class SelectionConfig:
     )
     use_gate: bool = _key(True, "ablation (d) no_gate: false admits every selection", "ablation")
     max_skill_tokens: int = _key(128, "a skill's text is truncated to this many tokens for scoring", "paper")
-    # s_k = mean (length-normalised, the authors' code) or sum (Eq. 2 as written) of the skill's
-    # token log-probs; the paper's sigma and delta only behave as reported with "mean" (docs/design.md).
-    # "pmi": the mean minus the skill's mean in a query-free context (how much the query raises the
-    # skill, not how predictable its text is); one extra request per cache skill and library version
+    # the paper's sigma and delta only behave as reported with "mean" (docs/design.md); "pmi": how much
+    # the query raises the skill, one extra request per cache skill and library version
     score_norm: str = _key(
         "mean",
         "s_k from the skill's token log-probs: mean (authors' code) | sum (Eq. 2) | pmi (mean minus query-free mean)",
@@ -104,11 +100,9 @@ class SelectionConfig:
     score_top_m: int = _key(
         0, "0 = score every cache skill (paper); M > 0 = only the M of highest utility are scored and candidates"
     )
-    # scoring cost: the query's 10 requests read the query prefix from vLLM's prefix cache
-    # (skip_reading_prefix_cache=False; one request first, the rest after it). Same scores: a
-    # request whose cache hit reached into the skill tokens is scored again without the cache.
-    # Needs rollout.name=vllm and rollout.enable_prefix_caching; otherwise the paper's 10 full
-    # prefills (docs/performance.md)
+    # scoring cost: the query's requests read the query prefix from vLLM's prefix cache (one first, the
+    # rest after it); a hit reaching into the skill tokens is scored again without the cache. Needs
+    # rollout.name=vllm and enable_prefix_caching; else the paper's full prefills (docs/performance.md)
     scoring_prefix_cache: bool = _key(
         True,
         "scoring requests read the query prefix from vLLM's prefix cache (same scores; needs enable_prefix_caching)",
@@ -189,8 +183,7 @@ class LibraryConfig:
     # start from a stored library instead of the seeds: a library.parquet or an exported skills.jsonl
     # (`python -m recipe.arise.tools.inspect_run RUN --export F`); this run's settings apply (docs/design_core.md)
     load_from: str | None = _key(None, "a library.parquet or exported skills.jsonl to start from instead of the seeds")
-    # on resume, restore the checkpoint's library (true); false: build it from load_from or the seeds
-    # although a checkpoint is resumed (evaluate a checkpoint's weights with another library)
+    # false: evaluate a checkpoint's weights with another library
     from_checkpoint: bool = _key(
         True, "on resume, restore the checkpoint's library; false: build it from load_from or the seeds"
     )
@@ -205,9 +198,8 @@ class LibraryConfig:
     seed_trial_uses: int = _key(
         8, "seeds are kept until used this many times (so they reach Phase II); 0 = ordinary entries"
     )
-    # ...and for at most this many Phase II steps: where the manager never picks a seed and
-    # epsilon reaches each cache skill rarely (small batches), use counts alone would keep the
-    # seeds in the cache for the whole run (docs/learning_effect.md); null = no step limit
+    # ...and for at most this many Phase II steps (use counts alone can keep never-picked seeds in the
+    # cache for the whole run, docs/learning_effect.md); null = no step limit
     seed_trial_steps: int | None = _key(20, "...or for at most this many Phase II steps; null = no step limit")
     rank_by: str = _key("utility", "what EVICT/LOAD rank by: utility (paper) | uplift (measured causal uplift)")
     dedupe: bool = _key(True, "ADD drops a new skill whose name and key insight match an entry's (not in the paper)")
@@ -237,9 +229,7 @@ class SummaryConfig:
     temperature: float = _key(0.7, "sampling temperature of the summary rollout (0: greedy)", "paper")
     top_p: float = _key(0.95, "top-p of the summary rollout", "paper")
     max_tokens: int = _key(192, "max new tokens of the summary rollout", "paper")
-    max_chars: int = _key(
-        MAX_DOC_CHARS, "a skill document's length cap in characters: fixed (every stored skill is held to it)", "paper"
-    )
+    max_chars: int = _key(MAX_DOC_CHARS, "a skill document's length cap in characters (fixed)", "paper")
     max_traces: int = _key(2, "tau+ traces shown in the summary prompt")
     trace_clip_chars: int = _key(400, "each trace clipped to this many characters in the summary prompt")
     # multi-turn (tool) traces, as transcripts (recipe.arise.core.transcript): each tool result is
@@ -253,10 +243,8 @@ class SummaryConfig:
         "shrink",
         "a parsed skill over 220 chars: shrink it to fit, else discard | discard (App. D.1); never the fallback",
     )
-    # summary rollouts per step: -1 = one per group with tau+ (Alg. 1); k > 0 = at most k (App. E's
-    # "single sequence" per step is 1). Which groups: "hardest" = lowest success rate first (ties
-    # random), "random", "first" (batch order; with streaming: the first groups to complete with
-    # tau+). docs/design.md: summary cadence.
+    # summary rollouts per step and which groups (choose "first": with streaming, the first groups to
+    # complete with tau+); docs/design.md: summary cadence.
     max_per_step: int = _key(
         1,
         "summary rollouts per step: at most k (1 = App. E's single sequence); -1 = every group with tau+ (Alg. 1)",
@@ -273,10 +261,10 @@ class SummaryConfig:
         for name in ("max_tokens", "trace_clip_chars", "timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"arise.summary.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.max_chars != MAX_DOC_CHARS:  # a value that would be silently ignored is refused
+        if self.max_chars != MAX_DOC_CHARS:  # another value would be silently ignored: refused
             raise ValueError(
-                f"arise.summary.max_chars is fixed at {MAX_DOC_CHARS} (the paper's cap; recipe.arise.core.skill holds "
-                f"every skill document, seeds and stored libraries included, to it), got {self.max_chars!r}"
+                f"arise.summary.max_chars is fixed at {MAX_DOC_CHARS} (the paper's cap, which "
+                f"recipe.arise.core.skill holds every skill to), got {self.max_chars!r}"
             )
         if not self.temperature >= 0:  # 0: greedy
             raise ValueError(f"arise.summary.temperature must be >= 0, got {self.temperature!r}")
@@ -344,10 +332,12 @@ class ARISEConfig:
     )
     seed: int = _key(0, "seed of ARISE's own draws (epsilon-greedy, random selection, control arm, summary choice)")
     log_dir: str | None = _key(None, "per-step library log folder; null: <trainer.default_local_dir>/arise")
-    # how often the trainer looks for finished rollouts (verl's ReplayBuffer.poll_interval, 2.0 s
-    # there): a generation phase ends on this grid; applies with enable=false too (the baseline)
     replay_poll_s: float = _key(
         0.2, "how often (s) the trainer looks for finished rollouts (verl's ReplayBuffer: 2.0); also with enable: false"
+    )
+    # failed: an exception ended a session (rollout_failures; a programming error always stops the run)
+    max_failed_group_share: float = _key(
+        0.1, "stop the run when more than this share of a step's query groups failed in the agent loop; 1 = never"
     )
     selection: SelectionConfig = _section(SelectionConfig, "Download: scoring, selection, the confidence gate")
     library: LibraryConfig = _section(LibraryConfig, "the two-tier skill library: cache and reservoir")
@@ -360,6 +350,8 @@ class ARISEConfig:
         _check_types(self)
         if not self.replay_poll_s > 0:
             raise ValueError(f"arise.replay_poll_s must be > 0 (seconds), got {self.replay_poll_s}")
+        if not 0.0 <= self.max_failed_group_share <= 1.0:
+            raise ValueError(f"arise.max_failed_group_share must be in [0, 1], got {self.max_failed_group_share}")
         if self.phase1_steps < 0:
             raise ValueError(f"arise.phase1_steps must be >= 0, got {self.phase1_steps}")
         # the library's own validation now, so a value it refuses fails at preflight / start-up,

@@ -32,6 +32,8 @@ class Observation:
     response_tokens: int = 0  # the response's tokens
     # the query's chat messages, posted only when the gate is calibrated on rescored queries
     messages: list[dict[str, Any]] | None = None
+    # with messages: the sample's extra_info.tool_selection (the tools its prompt rendered; None: all)
+    tool_selection: list[str] | None = None
     # why the grader could not decide (a timeout, a dead worker, an error on the text; counted in
     # arise/grader_errors, the trajectory graded wrong); None: it decided
     grader_error: str | None = None

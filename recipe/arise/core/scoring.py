@@ -185,16 +185,24 @@ def score_queries(
     score_norm: str = "mean",
     train_manager: bool = False,
     chat_kwargs: dict | None = None,
+    prefix: Callable[[Sequence[dict], str], list[int]] | None = None,
 ) -> list[list[float]]:
     """One score vector per query, as the agent loop scores a group: ``engine(prompts)`` returns
     each prompt's prompt log-probs in verl's layout (entry j: [log-prob of token j + 1]), or None
     for a failed request (its score is NaN). The trainer's rescoring uses it too.
     ``score_norm="pmi"``: the skills are also scored once in the query-free context and each
-    query's mean is taken relative to that baseline, as the agent loop does."""
+    query's mean is taken relative to that baseline, as the agent loop does. ``prefix(messages,
+    suffix)``: the scoring context (the trainer's: the agent loop's, its tools included); None: the
+    tokenizer's chat template with ``chat_kwargs`` (:func:`scoring_prefix_ids`)."""
     suffix = scoring_suffix(train_manager)
-    contexts = [scoring_prefix_ids(tokenizer, m, suffix, **(chat_kwargs or {})) for m in queries]
-    if score_norm == "pmi":
-        contexts.append(query_free_prefix_ids(tokenizer, suffix, **(chat_kwargs or {})))
+    if prefix is None:
+
+        def prefix(messages, suffix):
+            return scoring_prefix_ids(tokenizer, messages, suffix, **(chat_kwargs or {}))
+
+    contexts = [prefix(m, suffix) for m in queries]
+    if score_norm == "pmi":  # built exactly as a query's (query_free_prefix_ids)
+        contexts.append(prefix([dict(m) for m in QUERY_FREE_MESSAGES], suffix))
     prompts, spans = [], []
     for prefix in contexts:
         for ids in scoring_requests(tokenizer, prefix, skill_texts, max_skill_tokens):

@@ -45,6 +45,7 @@ RESUME_KEYS = (
 RESUME_EXEMPT = (
     "arise.log_dir",
     "arise.replay_poll_s",
+    "arise.max_failed_group_share",
     "arise.selection.scoring_timeout_s",
     "arise.selection.scoring_prefix_cache",
     "arise.summary.timeout_s",

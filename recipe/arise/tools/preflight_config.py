@@ -239,15 +239,10 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
             parsed.append(arise_cfg)
             if cfg.trainer.v1.trainer_mode != "arise":
                 raise ValueError(f"trainer.v1.trainer_mode is {cfg.trainer.v1.trainer_mode!r}, expected 'arise'")
-            agent_loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
-            if arise_cfg.enable and agent_loop in ("single_turn_agent", "tool_agent"):  # verl's, without ARISE
-                raise ValueError(
-                    "arise.enable=true needs actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent, "
-                    f"arise_tool_agent or a loop of your own carrying ARISE (docs/agent_loops.md), not {agent_loop!r}"
-                )
             from recipe.arise.adapters.skill_layer import check_agent_loop
 
-            check_agent_loop(agent_loop, arise_cfg)  # an arise.* option the loop cannot honour
+            # verl's own loops (no ARISE), an arise.* option the loop cannot honour: as the trainer checks
+            check_agent_loop(cfg.actor_rollout_ref.rollout.agent.default_agent_loop, arise_cfg)
             return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}"
 
         guarded("ARISE config (arise: section)", arise)
