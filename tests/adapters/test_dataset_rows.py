@@ -107,7 +107,7 @@ def test_json_lines_files_are_checked_too(tmp_path, load):
 def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
     trainer = object.__new__(ARISETrainer)
