@@ -9,6 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from recipe.arise.adapters.trainer_modes import TrainerModeError, arise_trainer_mode
+from recipe.arise.tools import preflight
+
+CONFIG = "ARISE config (arise: section)"
 
 
 @pytest.mark.parametrize(
@@ -59,3 +62,19 @@ def test_the_colocate_async_trainer_hands_out_arises_client():
     stub = SimpleNamespace(llm_server_manager=SimpleNamespace(get_client=lambda **kw: asked.append(kw)))
     ARISEColocateAsyncTrainer.get_llm_client(stub)
     assert asked == [{"client_cls": ARISEAsyncLLMClient}]
+
+
+@pytest.mark.parametrize(
+    "mode,level,text",
+    [
+        ("colocate_async", "OK", "trainer arise_colocate_async"),
+        ("arise_colocate_async", "OK", "trainer arise_colocate_async"),
+        ("separate_async", "ERROR", "not yet supported: issue 41"),
+    ],
+)
+def test_the_preflight_checks_the_trainer_mode(tmp_path, mode, level, text):
+    overrides = ["actor_rollout_ref.rollout.name=vllm", f"trainer.default_local_dir={tmp_path}"]
+    cfg = preflight.compose(preflight.ARISE_ENTRY, overrides + [f"trainer.v1.trainer_mode={mode}"])
+    findings = preflight.check_config(cfg, preflight.ARISE_ENTRY, check_paths=False, check_runtime=False)
+    (finding,) = [f for f in findings if f.what.startswith(CONFIG + ":")]
+    assert finding.level == level and text in finding.what, finding

@@ -235,8 +235,9 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
             # the types of every arise.* value and the library's own validation of its settings
             arise_cfg = ARISEConfig.from_trainer_config(cfg, required=True)
             parsed.append(arise_cfg)
-            if cfg.trainer.v1.trainer_mode != "arise":
-                raise ValueError(f"trainer.v1.trainer_mode is {cfg.trainer.v1.trainer_mode!r}, expected 'arise'")
+            from recipe.arise.adapters.trainer_modes import arise_trainer_mode
+
+            arise_trainer_mode(cfg.trainer.v1.trainer_mode)  # an ARISE trainer exists for it (main_arise maps)
             agent_loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
             if arise_cfg.enable and agent_loop in ("single_turn_agent", "tool_agent"):  # verl's, without ARISE
                 raise ValueError(
@@ -246,7 +247,8 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
             from recipe.arise.adapters.skill_layer import check_agent_loop
 
             check_agent_loop(agent_loop, arise_cfg)  # an arise.* option the loop cannot honour
-            return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}"
+            mode = arise_trainer_mode(cfg.trainer.v1.trainer_mode)
+            return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}, trainer {mode}"
 
         guarded("ARISE config (arise: section)", arise)
         load_from = parsed[0].library.load_from if parsed else None
