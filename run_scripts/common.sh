@@ -90,6 +90,13 @@ CKPT_DIR=$(abspath "${CKPT_DIR:-checkpoints/$PROJECT/${EXPERIMENT:-run}}")
 VERL_FILE_LOGGER_PATH=$(abspath "${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}")
 LOGGER=${LOGGER:-"['console','file']"}
 STRATEGY=${STRATEGY:-fsdp2}                 # the actor's FSDP engine (the CPU end-to-end run uses the same)
+# main_arise runs the ARISE trainer registered for verl's mode; the preflight refuses a mode ARISE has
+# no trainer for yet (separate_async)
+TRAINER_MODE=${TRAINER_MODE:-sync}          # verl's v1 trainer mode: sync | colocate_async (docs/trainer_modes.md)
+case "$TRAINER_MODE" in
+  sync | colocate_async | separate_async) ;;
+  *) echo "unknown TRAINER_MODE=$TRAINER_MODE (sync, colocate_async or separate_async)" >&2; exit 2 ;;
+esac
 
 # Rollout engine: vllm (default) or sglang (pip install "verl[sglang]==0.9.1"); both return the prompt
 # log-probs the skill scoring needs in verl's layout (tests/contracts/test_prompt_logprobs.py).
@@ -195,6 +202,8 @@ TRAIN_OVERRIDES=(
 # Ray's runtime env, so it also holds on a Ray cluster started beforehand
 TRAIN_OVERRIDES+=("++ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$VERL_FILE_LOGGER_PATH")
 [ -n "${HYDRA_DIR:-}" ] && TRAIN_OVERRIDES+=("hydra.run.dir=$(abspath "$HYDRA_DIR")")
+# sync keeps the yaml's trainer_mode (arise: the ARISE trainer on verl's sync one)
+[ "$TRAINER_MODE" = sync ] || TRAIN_OVERRIDES+=("trainer.v1.trainer_mode=$TRAINER_MODE")
 
 COMMON_OVERRIDES=("${ENGINE_OVERRIDES[@]}" "${TRAIN_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})
 EVAL_OVERRIDES=("${ENGINE_OVERRIDES[@]}" ${CPU_LAYER[@]+"${CPU_LAYER[@]}"})

@@ -17,6 +17,8 @@
 #   TOOL=python: the tool agent (common.sh's TOOL overrides: arise_tool_agent, the sandboxed python
 #   tool) on the tiny tool assets (recipe.arise.cpu.tiny_tool: the warm start also teaches the
 #   tool-call format), in outputs/cpu_smoke_tool (ARISE=false: outputs/cpu_smoke_tool_grpo)
+#   TRAINER_MODE=sync|colocate_async: verl's v1 trainer mode ARISE runs under (common.sh; default sync;
+#   colocate_async: outputs/cpu_smoke_colocate_async and so on)
 # It ends with `python -m recipe.arise.tools.verdict --scale tiny --expect arise|grpo` on the run's
 # metrics (every launch): exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase
 # II, or no ARISE activity at all), 2 when the metrics cannot be read; ARISE=false expects ARISE off.
@@ -28,7 +30,9 @@ case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARI
 # the GRPO run has its own folder: it must never resume the ARISE run's checkpoints
 TOOL=${TOOL:-}
 case "$TOOL" in "" | python) ;; *) echo "TOOL must be python or unset, got $TOOL" >&2; exit 2 ;; esac
-OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke${TOOL:+_tool}$([ "$ARISE" = true ] || echo _grpo)}")
+# a trainer mode other than sync has its own folder too (its checkpoints hold verl's TransferQueue state)
+MODE_TAG=$([ "${TRAINER_MODE:-sync}" = sync ] || echo "_$TRAINER_MODE")
+OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke${TOOL:+_tool}$([ "$ARISE" = true ] || echo _grpo)$MODE_TAG}")
 TINY_DIR=${TINY_DIR:-}
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac

@@ -39,6 +39,7 @@ CASES = [
     ("eval_arise.sh", {**EVAL, "SKILLS": "false", "DECODING": "greedy"}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "TRAINER_MODE": "colocate_async", **PY}),
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
     ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
     # the tool agent (TOOL=python): ARISE, the GRPO baseline through the same path, the evaluation
@@ -60,6 +61,7 @@ TRAINING = [
     ("gpu_check.sh", {"MODEL_PATH": "microsoft/Phi-4-mini-instruct", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "TRAINER_MODE": "colocate_async", **PY}),
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
 ]
@@ -352,6 +354,21 @@ def test_cpu_scripts_layer_on_the_gpu_path(composed):
     assert cfg.actor_rollout_ref.model.path == "/tmp/arise_print_only/tiny/model"
     _, _, grpo = composed("cpu_smoke_arise.sh", {**cpu_env, "ARISE": "false"})
     assert grpo.arise.enable is False and grpo.trainer.experiment_name == "grpo"
+
+
+@pytest.mark.parametrize("mode,expected", [(None, "arise"), ("sync", "arise"), ("colocate_async", "colocate_async")])
+def test_trainer_mode_reaches_the_config(mode, expected, composed):
+    env = {"OUT_DIR": "/tmp/arise_print_only", **PY, **({"TRAINER_MODE": mode} if mode else {})}
+    _, _, cfg = composed("cpu_smoke_arise.sh", env)
+    assert cfg.trainer.v1.trainer_mode == expected  # main_arise maps verl's name to the ARISE trainer
+
+
+def test_a_trainer_mode_arise_lacks_is_a_preflight_error(composed):
+    entry, _, cfg = composed("arise.sh", {"MODEL_PATH": "m", "TRAINER_MODE": "separate_async"})
+    findings = preflight.check_config(cfg, entry, check_paths=False, check_runtime=False)
+    assert any(f.level == "ERROR" and "not yet supported: issue 41" in f.what for f in findings)
+    with pytest.raises(RuntimeError, match="unknown TRAINER_MODE=fully_async"):  # no such mode: the script stops
+        _overrides("arise.sh", {"MODEL_PATH": "m", "TRAINER_MODE": "fully_async"})
 
 
 def test_cpu_smoke_keeps_its_interface():

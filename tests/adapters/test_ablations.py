@@ -23,8 +23,8 @@ from skill_layer_host import skill_layer
 import recipe.arise.adapters.reward_manager as reward_manager_module
 from recipe.arise.adapters.library_replica import LibraryReplica
 from recipe.arise.adapters.reward_manager import ARISERewardManager
-from recipe.arise.adapters.trainer import ARISETrainer
 from recipe.arise.adapters.trainer_metrics import StepState
+from recipe.arise.adapters.trainers import ARISETrainer
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.skill import load_seed_skills
 from recipe.arise.core.trajectory import TrajectoryInfo

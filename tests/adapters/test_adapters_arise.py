@@ -19,8 +19,8 @@ from skill_layer_host import skill_layer
 import recipe.arise.adapters.skill_layer as skill_layer_module  # noqa: E402
 from recipe.arise.adapters.rollout_failures import FailureTally  # noqa: E402
 from recipe.arise.adapters.skill_layer import SkillLayer  # noqa: E402
-from recipe.arise.adapters.trainer import ARISETrainer  # noqa: E402
 from recipe.arise.adapters.trainer_metrics import StepState, SummaryCounts  # noqa: E402
+from recipe.arise.adapters.trainers import ARISETrainer  # noqa: E402
 from recipe.arise.core.arise_config import ARISEConfig  # noqa: E402
 from recipe.arise.core.skill import load_seed_skills  # noqa: E402
 from recipe.arise.core.trajectory import TrajectoryInfo  # noqa: E402

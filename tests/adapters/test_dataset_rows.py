@@ -108,7 +108,7 @@ def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     from recipe.arise.adapters.rollout_failures import FailureTally
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
     trainer = object.__new__(ARISETrainer)

@@ -122,7 +122,7 @@ def test_engine_params_reads_the_rollout_or_the_trainer_config():
 
 # ---------------------------------------------------------------- the trainer: gate rescoring, exact IG
 def _trainer(engine="vllm"):
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.library import SkillLibrary
 
     cfg = ARISEConfig.from_dict({"phase1_steps": 2, "selection": {"max_skill_tokens": 40}, "ig": {"max_traces": 4}})

@@ -149,7 +149,7 @@ def test_a_tool_run_whose_model_never_calls_the_tool_logs_0_and_fails_the_verdic
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     from recipe.arise.adapters.rollout_failures import FailureTally
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.tools import verdict
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)

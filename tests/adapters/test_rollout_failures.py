@@ -21,8 +21,9 @@ import recipe.arise.adapters.skill_layer as skill_layer_module
 from recipe.arise.adapters.library_replica import LibraryReplica
 from recipe.arise.adapters.rollout_failures import FailureTally, RolloutFailure, check_failures
 from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop
-from recipe.arise.adapters.trainer import ARISETrainer, _RecordingSampler
+from recipe.arise.adapters.trainer import _RecordingSampler
 from recipe.arise.adapters.trainer_metrics import console_line
+from recipe.arise.adapters.trainers import ARISETrainer
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.skill import load_seed_skills
 

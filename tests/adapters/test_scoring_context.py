@@ -20,8 +20,8 @@ import recipe.arise.adapters.scoring_context as scoring_context_module
 from recipe.arise.adapters.scoring_context import active_tool_schemas, trainer_scoring_parts
 from recipe.arise.adapters.skill_layer import SkillLayer
 from recipe.arise.adapters.tool_agent import ARISEToolAgentLoop
-from recipe.arise.adapters.trainer import ARISETrainer
 from recipe.arise.adapters.trainer_gate import observed_queries, observed_tool_selections
+from recipe.arise.adapters.trainers import ARISETrainer
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.observation import Observation

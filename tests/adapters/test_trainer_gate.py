@@ -29,7 +29,7 @@ def test_the_gate_is_calibrated_on_every_generated_groups_query():
 def _stub_trainer(selection=None, phase1_steps=2):
     from types import SimpleNamespace
 
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"phase1_steps": phase1_steps, "selection": selection or {}})

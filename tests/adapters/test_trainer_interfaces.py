@@ -1,6 +1,6 @@
 """The trainer's mixins declare what they read of their host (issue 34).
 
-``GateMixin`` and ``UploadMixin`` are mixed into :class:`~recipe.arise.adapters.trainer.ARISETrainer`.
+``GateMixin`` and ``UploadMixin`` are mixed into :class:`~recipe.arise.adapters.trainer.ARISEHooks`.
 Every ``self.X`` a mixin touches must be its own (a method, or state annotated on the mixin) or
 declared in its host protocol (``GateHost``, ``UploadHost``); the trainer must provide everything
 those declare; a read of a mixin's state before its set-up call names that call.
@@ -111,15 +111,17 @@ def _missing(cls: type, module: str) -> list[str]:
     return missing + [name for name in sorted(methods) if not callable(getattr(cls, name, None))]
 
 
+@pytest.mark.parametrize("trainer", ["ARISETrainer", "ARISEColocateAsyncTrainer"])
 @pytest.mark.parametrize("module", list(MIXINS))
-def test_the_trainer_provides_what_its_mixins_declare(module):
+def test_the_trainer_provides_what_its_mixins_declare(module, trainer):
     import importlib
 
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters import trainers
 
+    cls = getattr(trainers, trainer)
     protocol = getattr(importlib.import_module(f"recipe.arise.adapters.{module}"), MIXINS[module][1])
-    assert protocol not in ARISETrainer.__mro__  # provided for real, not by inheriting the declarations
-    assert _missing(ARISETrainer, module) == []
+    assert protocol not in cls.__mro__  # provided for real, not by inheriting the declarations
+    assert _missing(cls, module) == []
 
 
 def test_the_provided_check_can_fail():
@@ -164,8 +166,8 @@ def test_the_trainer_runs_every_set_up_call_its_mixins_declare():
     """Each ``set_by`` state of a mixin is assigned by the set-up method it names, and
     ARISETrainer.__init__ calls that method."""
     from recipe.arise.adapters import trainer_gate, trainer_upload
-    from recipe.arise.adapters.trainer import ARISETrainer
     from recipe.arise.adapters.trainer_setup import _SetBy
+    from recipe.arise.adapters.trainers import ARISETrainer
 
     init = ast.parse(textwrap.dedent(inspect.getsource(ARISETrainer.__init__)))
     called = {n.func.attr for n in ast.walk(init) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}

@@ -19,7 +19,7 @@ def _used_library():
 def _restoring_trainer(tmp_path, caplog, val_only=False, **library):
     from types import SimpleNamespace
 
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
     trainer = SimpleNamespace(

@@ -23,7 +23,7 @@ MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
 def _ig_trainer(train_manager=False):
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
@@ -128,7 +128,7 @@ def _tau_plus_group(monkeypatch, data):
     trainer = SimpleNamespace(arise=ARISEConfig(), tokenizer=ByteTokenizer())
     n = len(data["uid"])
     batch = SimpleNamespace(tags=[{}] * n, keys=list("abcd"[:n]), partition_id="train")
-    (group,) = trainer_mod.ARISETrainer._tau_plus_groups(trainer, batch)
+    (group,) = trainer_mod.ARISEHooks._tau_plus_groups(trainer, batch)
     return group, asked
 
 
@@ -244,7 +244,7 @@ def test_the_trainer_reads_a_batchs_fields_through_one_reader_that_skips_padding
 
     monkeypatch.setattr(upload_mod.tq, "kv_batch_get", kv_batch_get)
     batch = SimpleNamespace(keys=["a", "pad", "b"], tags=[{}, {"is_padding": True}, {}], partition_id="train")
-    cls, host = trainer_mod.ARISETrainer, SimpleNamespace()
+    cls, host = trainer_mod.ARISEHooks, SimpleNamespace()
     assert cls._extra_fields(host, batch) == extra
     # row 0: its skill line is 2 tokens, masked 1 and 0; row 1 has no skill line in its response
     assert cls._skill_tokens_in_loss(host, batch) == 1.0

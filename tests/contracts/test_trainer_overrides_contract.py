@@ -1,14 +1,16 @@
 """The private verl trainer methods recipe/arise/adapters/trainer.py overrides exist, with the signatures
-the overrides assume (ARISETrainer on verl's v1 ``PPOTrainerSync``):
+the overrides assume (``ARISEHooks`` before each verl v1 trainer ARISE registers a trainer on,
+recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync``):
 
-- every method ``ARISETrainer`` defines that verl's trainer also defines (``__init__``,
+- every method ``ARISEHooks`` defines that verl's trainer also defines (``__init__``,
   ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``, the
   ``on_*`` hooks) takes the base's parameters (verl calls the override the way it calls its own),
   and each ``super().name(...)`` call binds to the base's signature;
-- the mixins ``ARISETrainer`` takes parts of its body from (``trainer_gate.GateMixin``,
+- the mixins ``ARISEHooks`` takes parts of its body from (``trainer_gate.GateMixin``,
   ``trainer_upload.UploadMixin``) define no method verl's trainer defines, so every override is in
   trainer.py's class body, where the checks above read it;
-- the replay buffer the override wraps (``_RecordingSampler``) has ``sample(global_steps,
+- the replay buffer the override wraps (``_RecordingSampler``; the mode's: ``ReplayBuffer`` for sync,
+  ``ReplayBufferAsync`` otherwise) has ``sample(global_steps,
   partition_id, batch_size)`` and a ``poll_interval`` constructor parameter (default 2.0 s) that
   ``arise.replay_poll_s`` replaces on the instance.
 
@@ -27,8 +29,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = REPO / "recipe" / "arise" / "adapters" / "trainer.py"
-BASE = ("verl.trainer.ppo.v1.trainer_sync", "PPOTrainerSync")
-REPLAY = ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer")
+# per trainer mode ARISE runs under: verl's trainer, and the replay buffer it builds
+BASES = {
+    "sync": (
+        ("verl.trainer.ppo.v1.trainer_sync", "PPOTrainerSync"),
+        ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer"),
+    ),
+    "colocate_async": (
+        ("verl.trainer.ppo.v1.trainer_colocate_async", "PPOTrainerColocateAsync"),
+        ("verl.trainer.ppo.v1.replay_buffer", "ReplayBufferAsync"),
+    ),
+}
 REQUIRED = {"__init__", "_build_replay_buffer", "_load_checkpoint", "_save_checkpoint", "_compute_metrics"}
 MIXINS = {"GateMixin": "trainer_gate.py", "UploadMixin": "trainer_upload.py"}
 
@@ -100,7 +111,7 @@ def shape(sig: inspect.Signature) -> list[tuple[str, object, bool]]:
 
 def _arise() -> tuple[dict[str, ast.FunctionDef], list[ast.Call], dict[str, ast.FunctionDef]]:
     tree = ast.parse(TRAINER.read_text())
-    trainer = _class(tree, "ARISETrainer")
+    trainer = _class(tree, "ARISEHooks")
     super_calls = [
         n
         for n in ast.walk(trainer)
@@ -116,7 +127,14 @@ def _verl_parent(stack) -> Path:
     return stack.root("verl").parent
 
 
-def test_the_overridden_methods_exist_with_the_same_parameters(stack):
+@pytest.fixture(params=list(BASES))
+def base(request):
+    """(verl trainer, its replay buffer) of one trainer mode ARISE runs under."""
+    return BASES[request.param]
+
+
+def test_the_overridden_methods_exist_with_the_same_parameters(stack, base):
+    BASE = base[0]
     methods, _, _ = _arise()
     overridden = {}
     for name, fn in methods.items():
@@ -132,20 +150,22 @@ def test_the_overridden_methods_exist_with_the_same_parameters(stack):
         assert all(m[2] or not t[2] for m, t in zip(mine, theirs, strict=True)), f"{name}: verl's defaults {theirs}"
 
 
-def test_the_mixins_override_nothing_of_verls_trainer(stack):
-    trainer = _class(ast.parse(TRAINER.read_text()), "ARISETrainer")
+def test_the_mixins_override_nothing_of_verls_trainer(stack, base):
+    BASE = base[0]
+    trainer = _class(ast.parse(TRAINER.read_text()), "ARISEHooks")
     bases = [ast.unparse(b) for b in trainer.bases]
-    assert set(MIXINS) <= set(bases), f"ARISETrainer's bases changed: {bases} (update MIXINS)"
+    assert set(MIXINS) <= set(bases), f"ARISEHooks' bases changed: {bases} (update MIXINS)"
     for cls, filename in MIXINS.items():
         node = _class(ast.parse((TRAINER.parent / filename).read_text()), cls)
         assert node is not None, f"{filename} no longer defines {cls}"
         methods = _methods(node)
         assert methods, f"{cls} defines no methods"
         shadowed = sorted(name for name in methods if find_method(_verl_parent(stack), *BASE, name) is not None)
-        assert not shadowed, f"{cls} overrides verl's {shadowed}: overrides belong in trainer.py's ARISETrainer"
+        assert not shadowed, f"{cls} overrides verl's {shadowed}: overrides belong in trainer.py's ARISEHooks"
 
 
-def test_every_super_call_binds_to_the_base_signature(stack):
+def test_every_super_call_binds_to_the_base_signature(stack, base):
+    BASE = base[0]
     _, calls, _ = _arise()
     assert {c.func.attr for c in calls} >= REQUIRED
     for call in calls:
@@ -158,7 +178,8 @@ def test_every_super_call_binds_to_the_base_signature(stack):
             pytest.fail(f"line {call.lineno}: {ast.unparse(call)} does not fit verl's {signature(base)}: {exc}")
 
 
-def test_the_replay_buffer_wrapper_matches_sample_and_poll_interval(stack):
+def test_the_replay_buffer_wrapper_matches_sample_and_poll_interval(stack, base):
+    REPLAY = base[1]
     _, _, wrapper = _arise()
     sample = find_method(_verl_parent(stack), *REPLAY, "sample")
     assert shape(signature(wrapper["sample"])) == shape(signature(sample))
@@ -170,8 +191,9 @@ def test_the_replay_buffer_wrapper_matches_sample_and_poll_interval(stack):
     assert ast.literal_eval(defaults["poll_interval"]) == 2.0
 
 
-def test_the_source_reading_agrees_with_inspect_on_the_installed_verl():
+def test_the_source_reading_agrees_with_inspect_on_the_installed_verl(base):
     """Checks the reader above (one stack suffices: the same code reads the [gpu] wheel)."""
+    BASE, REPLAY = base
     parent = Path(importlib.util.find_spec("verl").submodule_search_locations[0]).parent
     trainer = getattr(importlib.import_module(BASE[0]), BASE[1])
     buffer = getattr(importlib.import_module(REPLAY[0]), REPLAY[1])

@@ -19,7 +19,7 @@ from recipe.arise.tools.preflight_run_folder import unreadable_files
 
 # ------------------------------------------------------------------------------------------ the trainer
 def _gate_trainer(global_steps=0, resume_from=None):
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
     trainer = SimpleNamespace(arise=ARISEConfig.from_dict({"phase1_steps": 2}), global_steps=global_steps)

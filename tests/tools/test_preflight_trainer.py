@@ -28,7 +28,7 @@ def test_the_key_is_the_one_verl_reads_for_arises_trainer():
     says "sync" whatever trainer.v1.trainer_mode holds."""
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
 
     source = inspect.getsource(PPOTrainer.__init__)
     assert 'self.config.trainer.v1.get(self.trainer_mode, {}).get("parameter_sync_step", 1)' in source

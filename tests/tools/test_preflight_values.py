@@ -82,7 +82,7 @@ def test_a_bad_seed_skills_file_is_a_preflight_error(tmp_path):
 
 
 def test_the_arise_trainer_refuses_a_config_without_the_section():
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
 
     config = OmegaConf.create({"trainer": {"experiment_name": "plain_grpo"}})
     with pytest.raises(ValueError, match=r"experiment 'plain_grpo' has no 'arise:' section"):
@@ -91,7 +91,7 @@ def test_the_arise_trainer_refuses_a_config_without_the_section():
 
 def test_the_trainers_library_settings_are_the_configs():
     """The preflight builds the library with ARISEConfig.library_settings(); the trainer with its own."""
-    from recipe.arise.adapters.trainer import ARISETrainer
+    from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
     cfg = ARISEConfig.from_dict({"phase1_steps": 3, "library": {"cache_capacity": 4, "rank_by": "uplift"}})

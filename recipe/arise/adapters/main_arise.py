@@ -2,7 +2,8 @@
 
 Composes ``recipe/arise/config/arise_trainer.yaml`` (verl's ``ppo_trainer`` plus the ``arise:``
 section) and hands it to verl's own ``main_ppo`` entry, which starts Ray and the v1 trainer
-registered as ``trainer.v1.trainer_mode=arise``.
+registered as ``trainer.v1.trainer_mode`` (``arise``: verl's sync trainer; verl's mode names are
+turned into the ARISE trainer registered for them, :mod:`~recipe.arise.adapters.trainer_modes`).
 """
 
 import os
@@ -25,6 +26,12 @@ def _ensure_registered_everywhere() -> None:
 def main(config):
     from verl.trainer.main_ppo import main as verl_main
 
+    from recipe.arise.adapters.trainer_modes import arise_trainer_mode
+
+    mode = config.trainer.v1.trainer_mode
+    config.trainer.v1.trainer_mode = arise_trainer_mode(mode)  # verl's name -> ARISE's; refuses what ARISE lacks
+    if config.trainer.v1.trainer_mode != mode:
+        print(f"[arise] trainer.v1.trainer_mode={mode}: the ARISE trainer {config.trainer.v1.trainer_mode}", flush=True)
     # Called with a composed config, a hydra entry point just runs its task function.
     verl_main(config)
 

@@ -1,7 +1,9 @@
-"""The ARISE trainer: verl's v1 synchronous PPO trainer plus the ARISE steps, through its hooks.
+"""The ARISE steps at the hooks of verl's v1 PPO trainer: :class:`ARISEHooks`.
 
-Registered as ``trainer.v1.trainer_mode=arise``. Nothing of ``fit()``/``step()`` is copied; each
-ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainerSync` (docs/design.md):
+The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise`` on verl's sync trainer,
+``arise_colocate_async`` on its colocate_async one) are this mixin before a verl base. Nothing of
+``fit()``/``step()`` is copied; each ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainer`
+(docs/design.md, docs/trainer_modes.md):
 
 - ``_load_checkpoint`` (called once by ``init``): build the library from the seed skills, or
   restore it from ``global_step_N/arise/library.parquet``; publish the cache to the library replica.
@@ -39,8 +41,6 @@ from uuid import uuid4
 import numpy as np
 import ray
 from omegaconf import OmegaConf
-from verl.trainer.ppo.v1.trainer_base import register_trainer
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
 from recipe.arise.adapters.library_replica import get_or_create_replica
@@ -71,7 +71,7 @@ logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 LIBRARY_FILE = os.path.join("arise", "library.parquet")
-__all__ = ["ARISETrainer", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
+__all__ = ["ARISEHooks", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
 
 
 class _RecordingSampler:
@@ -97,21 +97,14 @@ class _RecordingSampler:
         return getattr(self._inner, name)
 
 
-@register_trainer("arise")
-class ARISETrainer(GateMixin, UploadMixin, PPOTrainerSync):
-    """v1 sync trainer + ARISE. ``trainer_mode`` reads "sync" so verl keeps its sync semantics.
+class ARISEHooks(GateMixin, UploadMixin):
+    """The ARISE steps at verl's v1 trainer hooks, with no verl base: each registered trainer of
+    :mod:`~recipe.arise.adapters.trainers` puts it before one of verl's v1 trainers (every hook ends
+    or starts with ``super()``) and pins ``trainer_mode``.
 
     The host of its mixins: it provides what :class:`~recipe.arise.adapters.trainer_gate.GateHost`
     and :class:`~recipe.arise.adapters.trainer_upload.UploadHost` declare, and calls ``_init_gate``
     in ``__init__`` (tests/adapters/test_trainer_interfaces.py)."""
-
-    @property
-    def trainer_mode(self) -> str:
-        return "sync"
-
-    @trainer_mode.setter
-    def trainer_mode(self, value) -> None:  # the base class assigns the config value; sync it is
-        pass
 
     def __init__(self, config):
         self.arise = ARISEConfig.from_trainer_config(config, required=True)  # before the base builds the replay buffer

@@ -1,6 +1,6 @@
 """The calibrated confidence gate of the ARISE trainer (``arise.selection.temperature: auto``).
 
-A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`: sigma from the score vectors of the
+A mixin of :class:`~recipe.arise.adapters.trainer.ARISEHooks`: sigma from the score vectors of the
 last ``calibration_window`` Phase II groups (``calibration=window``) or from the recent training
 queries scored against each new cache (``calibration=rescore``), published with the cache and saved
 beside the library (``recipe.arise.core.calibration``, docs/design.md). What it reads of the trainer
@@ -79,7 +79,7 @@ def gate_outcomes(observations: list[Observation]) -> list[float]:
 
 
 class GateHost(Protocol):
-    """What :class:`GateMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISETrainer`),
+    """What :class:`GateMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISEHooks`),
     who sets each and when."""
 
     arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__

@@ -1,6 +1,6 @@
 """The Upload channel of the ARISE trainer: the summary rollouts O_{G+1} and the exact IG.
 
-A mixin of :class:`~recipe.arise.adapters.trainer.ARISETrainer`, run per sampled batch while the
+A mixin of :class:`~recipe.arise.adapters.trainer.ARISEHooks`, run per sampled batch while the
 rollout replicas are awake: each query group's tau+ traces read from the transfer queue, the summary
 rollouts of the chosen groups (or those the reward workers streamed, ``arise.summary.stream``) on
 the rollout servers, and every ``arise.ig.every_n_steps`` the paper's exact IG (App. D.3) of the
@@ -52,7 +52,7 @@ def batch_fields(batch, fields: list[str]) -> dict[str, Any] | None:
 
 
 class UploadHost(Protocol):
-    """What :class:`UploadMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISETrainer`),
+    """What :class:`UploadMixin` reads of its host (:class:`~recipe.arise.adapters.trainer.ARISEHooks`),
     who sets each and when."""
 
     arise: ARISEConfig  # ARISETrainer.__init__, before verl's __init__

@@ -237,13 +237,13 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
             # the types of every arise.* value and the library's own validation of its settings
             arise_cfg = ARISEConfig.from_trainer_config(cfg, required=True)
             parsed.append(arise_cfg)
-            if cfg.trainer.v1.trainer_mode != "arise":
-                raise ValueError(f"trainer.v1.trainer_mode is {cfg.trainer.v1.trainer_mode!r}, expected 'arise'")
             from recipe.arise.adapters.skill_layer import check_agent_loop
+            from recipe.arise.adapters.trainer_modes import arise_trainer_mode
 
+            mode = arise_trainer_mode(cfg.trainer.v1.trainer_mode)  # an ARISE trainer exists for it (main_arise maps)
             # verl's own loops (no ARISE), an arise.* option the loop cannot honour: as the trainer checks
             check_agent_loop(cfg.actor_rollout_ref.rollout.agent.default_agent_loop, arise_cfg)
-            return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}"
+            return f"enable={arise_cfg.enable}, phase1_steps={arise_cfg.phase1_steps}, trainer {mode}"
 
         guarded("ARISE config (arise: section)", arise)
         load_from = parsed[0].library.load_from if parsed else None

@@ -1,0 +1,31 @@
+"""End to end: ARISE under verl's colocate_async trainer on CPU (docs/trainer_modes.md).
+
+One launch of ``TRAINER_MODE=colocate_async run_scripts/cpu_smoke_arise.sh`` with the script's
+defaults (6 steps, Phase I steps 1-2): the run completes, the verdict says OK, skills are used in
+Phase II and no scoring request fails (verl's async client would lose every scoring answer's
+``prompt_logprobs``; ARISE's client keeps them, recipe/arise/adapters/llm_client.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import smoke_run
+
+pytestmark = pytest.mark.e2e
+STEPS, PHASE2 = 6, (3, 4, 5, 6)
+
+
+@pytest.mark.launch
+def test_arise_under_colocate_async(tmp_path, tiny):
+    # no preflight: tests/test_run_scripts.py checks this config with it
+    proc = smoke_run.launch(tmp_path, TINY_DIR=tiny, TRAINER_MODE="colocate_async", SKIP_PREFLIGHT=1)
+    assert "[verdict] OK:" in proc.stdout  # the script exits 1 on FAIL: launch() fails first
+    assert smoke_run.config(tmp_path).trainer.v1.trainer_mode == "colocate_async"
+    log = (tmp_path / "run.log").read_text(errors="replace")
+    assert "trainer.v1.trainer_mode=colocate_async: the ARISE trainer arise_colocate_async" in log
+    metrics = smoke_run.metrics(tmp_path)
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    p2 = [metrics[s] for s in PHASE2]
+    assert sum(x["arise/skill_use_rate"] * x["arise/trajectories"] for x in p2) > 0
+    assert sum(x["arise/scoring_failures"] for x in metrics.values()) == 0
+    assert all(metrics[s]["actor/grad_norm"] > 0.0 for s in metrics)
