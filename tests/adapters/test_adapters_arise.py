@@ -426,7 +426,9 @@ def test_library_maintenance_runs_once_per_global_step():
         def __init__(self):  # no verl set-up: only what on_sample_end touches
             self.library = object()
             self.arise, self.global_steps, self.library_replica = ARISEConfig(), 1, None
-            self.replay_buffer = SimpleNamespace(last_train_batch="batch", failures={"train": FailureTally()})
+            self.replay_buffer = SimpleNamespace(
+                last_train_batch="batch", failures={"train": FailureTally()}, refilled_step=0
+            )
             self.parameter_sync_step = 2
             self.local_trigger_step = 0
             self.checkpoint_manager = SimpleNamespace(sleep_replicas=lambda: calls.append("sleep"))

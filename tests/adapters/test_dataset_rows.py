@@ -115,7 +115,10 @@ def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     trainer._arise_metrics, trainer.library, trainer.total_training_steps = {}, None, 1
     trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})
     trainer.train_dataset, trainer.val_dataset = SimpleNamespace(rows_dropped=3), SimpleNamespace(rows_dropped=1)
-    trainer.replay_buffer, trainer._val_failures = SimpleNamespace(failures={"train": FailureTally()}), None
+    trainer.replay_buffer, trainer._val_failures = (
+        SimpleNamespace(failures={"train": FailureTally()}, refilled_step=0),
+        None,
+    )
     metrics = {}
     ARISETrainer._compute_metrics(trainer, None, metrics, {}, global_steps=1, epoch=0)
     assert metrics["arise/rows_dropped"] == 3.0 and metrics["arise/val_rows_dropped"] == 1.0

@@ -159,7 +159,10 @@ def test_a_tool_run_whose_model_never_calls_the_tool_logs_0_and_fails_the_verdic
     rollout = {"agent": {"default_agent_loop": "arise_tool_agent"}, "multi_turn": {"enable": True}}
     trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})
     trainer.train_dataset = trainer.val_dataset = SimpleNamespace(rows_dropped=0)
-    trainer.replay_buffer, trainer._val_failures = SimpleNamespace(failures={"train": FailureTally()}), None
+    trainer.replay_buffer, trainer._val_failures = (
+        SimpleNamespace(failures={"train": FailureTally()}, refilled_step=0),
+        None,
+    )
     steps = {}
     for step in (1, 2, 3):
         steps[step] = {"critic/score/mean": 0.5, "timing_s/step": 1.0}

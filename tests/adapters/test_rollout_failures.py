@@ -21,7 +21,7 @@ import recipe.arise.adapters.skill_layer as skill_layer_module
 from recipe.arise.adapters.library_replica import LibraryReplica
 from recipe.arise.adapters.rollout_failures import FailureTally, RolloutFailure, check_failures
 from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop
-from recipe.arise.adapters.trainer import _RecordingSampler
+from recipe.arise.adapters.trainer import RefillLimit, _RecordingSampler
 from recipe.arise.adapters.trainer_metrics import console_line
 from recipe.arise.adapters.trainers import ARISETrainer
 from recipe.arise.core.arise_config import ARISEConfig
@@ -163,6 +163,36 @@ def test_the_trainers_sampler_tallies_each_partition():
     assert (sampler.failures["val"].failed, sampler.failures["val"].dropped) == (1, 1)
 
 
+class _RefillingBuffer:
+    """verl's ReplayBuffer as dynamic sampling drives it when every group gets one reward: each poll
+    drops the finished groups and asks the trainer's refill_fn for as many again, without end."""
+
+    def __init__(self):
+        self.refill_fn = lambda n: self.submitted.append(n)
+        self.submitted = []
+
+    def sample(self, global_steps, partition_id, batch_size):
+        for _ in range(1000):  # verl's loop has no bound
+            self.refill_fn(batch_size)
+        return SimpleNamespace(keys=[], tags=[], partition_id=partition_id), {}
+
+
+def test_endless_refills_stop_the_run_saying_why():
+    rollout = OmegaConf.create({"n": 2, "val_kwargs": {"n": 1}})
+    buffer = _RefillingBuffer()
+    sampler = _RecordingSampler(buffer, rollout, max_refill_batches=3)
+    with pytest.raises(
+        RefillLimit, match=r"16 query groups were refilled to sample one batch of 4.*max_refill_batches=3"
+    ):
+        sampler.sample(global_steps=1, partition_id="train", batch_size=4)
+    assert sum(buffer.submitted) == 12  # the refill over the bound is not submitted
+    unbounded = _RecordingSampler(_RefillingBuffer(), rollout, max_refill_batches=0)
+    unbounded.sample(global_steps=1, partition_id="train", batch_size=4)  # 0: verl's behaviour
+    assert unbounded.refilled == unbounded.refilled_step == 4000
+    with pytest.raises(ValueError, match=r"arise\.max_refill_batches must be >= 0"):
+        ARISEConfig.from_dict({"max_refill_batches": -1})
+
+
 def test_a_recorded_programming_error_stops_the_run_with_its_traceback():
     tally = FailureTally(groups=64, failed=1, dropped=1)
     record = {"uid": "q", "error": "TypeError: bad", "programming": True, "traceback": "Traceback ...\nTypeError: bad"}
@@ -189,7 +219,9 @@ def _trainer(records, failed, groups=4, max_share=0.1):
     trainer.global_steps, trainer.library, trainer._val_failures = 2, None, None
     trainer.library_replica = SimpleNamespace(drain_failures=SimpleNamespace(remote=lambda: records))
     trainer.replay_buffer = SimpleNamespace(
-        failures={"train": FailureTally(groups, failed, failed), "val": FailureTally()}, last_train_batch=None
+        failures={"train": FailureTally(groups, failed, failed), "val": FailureTally()},
+        last_train_batch=None,
+        refilled_step=5,  # groups dynamic sampling refilled in the step
     )
     return trainer
 
@@ -217,6 +249,7 @@ def test_the_step_metrics_and_the_console_line_show_the_failed_groups(monkeypatc
     assert metrics["arise/rollout_failures"] == 1.0 and metrics["arise/rollout_dropped"] == 1.0
     assert metrics["arise/val_rollout_failures"] == 2.0
     assert trainer.replay_buffer.failures["train"].groups == 0  # a fresh tally for the next step
+    assert metrics["arise/refilled_groups"] == 5.0 and trainer.replay_buffer.refilled_step == 0
     assert "| failed groups 1 |" in console_line(2, 5, metrics)
 
 

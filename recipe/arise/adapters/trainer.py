@@ -74,18 +74,44 @@ LIBRARY_FILE = os.path.join("arise", "library.parquet")
 __all__ = ["ARISEHooks", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
 
 
+class RefillLimit(RuntimeError):
+    """One sampled batch needed more refilled groups than ``arise.max_refill_batches`` batches."""
+
+
 class _RecordingSampler:
     """Wraps verl's replay buffer: remembers the last training batch it handed out (``on_sample_end``
     gets no arguments; the summary rollout needs that batch) and tallies the failed query groups of
     each partition's batches (``rollout``: n sessions per group, val_kwargs.n at evaluation)."""
 
-    def __init__(self, inner, rollout):
+    def __init__(self, inner, rollout, max_refill_batches: int = 0):
         self._inner = inner
         self._rollout = rollout
         self.last_train_batch = None
         self.failures = {"train": FailureTally(), "val": FailureTally()}  # the trainer resets them
+        # groups verl refilled (dynamic sampling's dropped groups, failed ones) while one batch was
+        # sampled, and in the step (arise/refilled_groups; the trainer resets it)
+        self.max_refill_batches, self.refilled, self.refilled_step, self._batch_size = max_refill_batches, 0, 0, 0
+        if getattr(inner, "refill_fn", None) is not None:
+            inner.refill_fn = self._counted(inner.refill_fn)
+
+    def _counted(self, refill):
+        def counted(num_prompts):
+            self.refilled += num_prompts
+            self.refilled_step += num_prompts
+            if self.max_refill_batches and self.refilled > self.max_refill_batches * self._batch_size:
+                raise RefillLimit(
+                    f"{self.refilled} query groups were refilled to sample one batch of {self._batch_size}: the "
+                    "groups dropped (algorithm.filter_groups: every rollout of a group got one reward; or failed) "
+                    "leave too few to train on, and verl would refill for ever. Is the data far too hard or too "
+                    "easy for the model, or its reward always 0 (check the grader, the data's answers)? "
+                    f"arise.max_refill_batches={self.max_refill_batches} allows more (0: no bound)"
+                )
+            return refill(num_prompts)
+
+        return counted
 
     def sample(self, global_steps, partition_id, batch_size):
+        self.refilled, self._batch_size = 0, int(batch_size)
         batch, metrics = self._inner.sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         if partition_id == "train":
             self.last_train_batch = batch
@@ -129,7 +155,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         # in the GRPO baseline too (arise.enable=false takes this trainer as well)
         if hasattr(inner, "poll_interval"):
             inner.poll_interval = self.arise.replay_poll_s
-        return _RecordingSampler(inner, self.config.actor_rollout_ref.rollout)
+        return _RecordingSampler(inner, self.config.actor_rollout_ref.rollout, self.arise.max_refill_batches)
 
     def _checkpoint_folder(self, step: int) -> str:
         root = self.config.trainer.default_local_dir
@@ -344,6 +370,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         # query groups a failed agent-loop session left incomplete, and the trajectories dropped
         tally, self.replay_buffer.failures["train"] = self.replay_buffer.failures["train"], FailureTally()
         metrics["arise/rollout_failures"], metrics["arise/rollout_dropped"] = float(tally.failed), float(tally.dropped)
+        metrics["arise/refilled_groups"], self.replay_buffer.refilled_step = float(self.replay_buffer.refilled_step), 0
         if self._val_failures is not None:
             metrics["arise/val_rollout_failures"] = float(self._val_failures.failed)
             self._val_failures = None

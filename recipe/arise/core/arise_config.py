@@ -75,8 +75,6 @@ class SelectionConfig:
         "s_k from the skill's token log-probs: mean (authors' code) | sum (Eq. 2) | pmi (mean minus query-free mean)",
     )
     granularity: str = _key("trajectory", "trajectory = one selection per trajectory (Alg. 1) | query = one per group")
-    # control arm: this fraction of each Phase II training group goes unaided, so a group holds
-    # skill-conditioned and unaided trajectories (R=2 vs R=1, App. B) and measures causal uplift
     control_share: float = _key(
         0.25, "share of each Phase II group left unaided (control arm: R=2 vs R=1 in one group, causal uplift)"
     )
@@ -335,10 +333,11 @@ class ARISEConfig:
     replay_poll_s: float = _key(
         0.2, "how often (s) the trainer looks for finished rollouts (verl's ReplayBuffer: 2.0); also with enable: false"
     )
-    # failed: an exception ended a session (rollout_failures; a programming error always stops the run)
     max_failed_group_share: float = _key(
         0.1, "stop the run when more than this share of a step's query groups failed in the agent loop; 1 = never"
     )
+    # dynamic sampling refills dropped groups; groups that all get one reward would refill for ever
+    max_refill_batches: int = _key(16, "stop after this many batches of refilled groups for one batch; 0 = never")
     selection: SelectionConfig = _section(SelectionConfig, "Download: scoring, selection, the confidence gate")
     library: LibraryConfig = _section(LibraryConfig, "the two-tier skill library: cache and reservoir")
     summary: SummaryConfig = _section(SummaryConfig, "Upload: the summary rollout O_{G+1}")
@@ -352,8 +351,9 @@ class ARISEConfig:
             raise ValueError(f"arise.replay_poll_s must be > 0 (seconds), got {self.replay_poll_s}")
         if not 0.0 <= self.max_failed_group_share <= 1.0:
             raise ValueError(f"arise.max_failed_group_share must be in [0, 1], got {self.max_failed_group_share}")
-        if self.phase1_steps < 0:
-            raise ValueError(f"arise.phase1_steps must be >= 0, got {self.phase1_steps}")
+        for name in ("phase1_steps", "max_refill_batches"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"arise.{name} must be >= 0, got {getattr(self, name)}")
         # the library's own validation now, so a value it refuses fails at preflight / start-up,
         # not when the trainer first builds the library (after the workers are up)
         try:

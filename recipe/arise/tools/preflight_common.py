@@ -46,6 +46,7 @@ RESUME_EXEMPT = (
     "arise.log_dir",
     "arise.replay_poll_s",
     "arise.max_failed_group_share",
+    "arise.max_refill_batches",
     "arise.selection.scoring_timeout_s",
     "arise.selection.scoring_prefix_cache",
     "arise.summary.timeout_s",
