@@ -7,48 +7,27 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+import run_main_stub
 
 REPO = Path(__file__).resolve().parents[2]
 CAUSE = "OSError: [Errno 28] No space left on device: '/ckpt/global_step_2/actor'"
 
 # the stub trainer: ~120 kB of start-up noise, one step line, then the exception and exit 1
-STUB = textwrap.dedent(
-    f"""\
-    #!/usr/bin/env bash
-    [ "$1" = -c ] && exit 1  # common.sh probes `python -c 'import flash_attn'`
-    [ "$1 $2" = "-m recipe.arise.tools.launch" ] && exec {sys.executable} "$@"  # the real start-up path
-    for i in $(seq 1 1500); do echo "(TaskRunner pid=1) INFO hydra noise line $i: ............................"; done
-    echo "(TaskRunner pid=1) [arise] step 1 phase 1 reward 0.50"
-    [ "${{STUB_OK:-0}}" = 1 ] && exit 0
-    echo "Traceback (most recent call last):" >&2
-    echo "{CAUSE}" >&2
-    exit 1
-    """
-)
+STUB = f"""\
+for i in $(seq 1 1500); do echo "(TaskRunner pid=1) INFO hydra noise line $i: ............................"; done
+echo "(TaskRunner pid=1) [arise] step 1 phase 1 reward 0.50"
+[ "${{STUB_OK:-0}}" = 1 ] && exit 0
+echo "Traceback (most recent call last):" >&2
+echo "{CAUSE}" >&2
+exit 1
+"""
 
 
 def run_main(tmp_path: Path, log_file: str, ok: bool = False) -> subprocess.CompletedProcess:
-    stub = tmp_path / "python"
-    stub.write_text(STUB)
-    stub.chmod(0o755)
-    script = f'set -euo pipefail; source "{REPO}/run_scripts/common.sh"; run_main recipe.fake.entry a=1'
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "MODEL_PATH": "org/Model",
-        "PYTHON": str(stub),
-        "ATTN": "sdpa",
-        "SKIP_PREFLIGHT": "1",
-        "CKPT_DIR": str(tmp_path / "ckpt"),
-        "LOG_FILE": log_file,
-        "STUB_OK": "1" if ok else "0",
-    }
-    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=180)
+    return run_main_stub.run_main(tmp_path, STUB, LOG_FILE=log_file, STUB_OK="1" if ok else "0")
 
 
 def _assert_cause_on_console(proc: subprocess.CompletedProcess) -> None:

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import run_main_stub
 
 from recipe.arise.core import run_files
 from recipe.arise.tools import evaluate, launch
@@ -20,36 +21,16 @@ REPO = Path(__file__).resolve().parents[2]
 SHM = Path("/dev/shm")
 
 # a stand-in for the trainer: what `$PYTHON -m ENTRY` would print, and its exit status
-STUB = textwrap.dedent(
-    f"""\
-    #!/usr/bin/env bash
-    [ "$1" = -c ] && exit 1  # common.sh probes `python -c 'import flash_attn'`
-    [ "$1 $2" = "-m recipe.arise.tools.launch" ] && exec {sys.executable} "$@"  # the real start-up path
-    echo "launch $STUB_NAME: Training Progress"
-    echo "[arise] step 1 phase 1"
-    exit "${{STUB_RC:-0}}"
-    """
-)
+STUB = """\
+echo "launch $STUB_NAME: Training Progress"
+echo "[arise] step 1 phase 1"
+exit "${STUB_RC:-0}"
+"""
 
 
 def _run_main(tmp_path: Path, name: str, rc: int = 0) -> subprocess.CompletedProcess:
-    stub = tmp_path / "python"
-    stub.write_text(STUB)
-    stub.chmod(0o755)
-    script = f'set -euo pipefail; source "{REPO}/run_scripts/common.sh"; run_main recipe.fake.entry a=1'
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "MODEL_PATH": "org/Model",
-        "PYTHON": str(stub),
-        "ATTN": "sdpa",
-        "SKIP_PREFLIGHT": "1",
-        "CKPT_DIR": str(tmp_path / "ckpt"),
-        "LOG_FILE": str(tmp_path / "out" / "run.log"),
-        "STUB_NAME": name,
-        "STUB_RC": str(rc),
-    }
-    return subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    log = str(tmp_path / "out" / "run.log")
+    return run_main_stub.run_main(tmp_path, STUB, LOG_FILE=log, STUB_NAME=name, STUB_RC=str(rc))
 
 
 def test_a_second_launch_keeps_the_first_launchs_log(tmp_path):
