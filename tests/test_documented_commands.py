@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 import smoke_run
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md", "docs/own_data.md")
@@ -304,6 +305,10 @@ def workspace(tmp_path_factory) -> Path:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     strip = [{**r, "data": {k: v for k, v in r["data"].items() if not k.startswith("arise/")}} for r in rows]
     (grpo / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in strip))
+    config = OmegaConf.load(run / "hydra" / ".hydra" / "config.yaml")  # the run's config, ARISE off
+    config.arise.enable = False
+    (grpo / "hydra" / ".hydra").mkdir(parents=True)
+    OmegaConf.save(config, grpo / "hydra" / ".hydra" / "config.yaml")
     from recipe.arise.tools.evaluate import write_outputs
 
     for label, acc in (("grpo", 0.25), ("arise", 0.5)):

@@ -250,6 +250,11 @@ def test_the_step_metrics_and_the_console_line_show_the_failed_groups(monkeypatc
     assert metrics["arise/val_rollout_failures"] == 2.0
     assert trainer.replay_buffer.failures["train"].groups == 0  # a fresh tally for the next step
     assert metrics["arise/refilled_groups"] == 5.0 and trainer.replay_buffer.refilled_step == 0
+    # this trainer has no library (ARISE off, plain GRPO): every arise/* key it logs is one the verdict
+    # knows as logged with ARISE on or off, else `--expect grpo` would FAIL a plain GRPO run
+    from recipe.arise.tools import verdict
+
+    assert not [k for k in metrics if k.startswith("arise/") and k not in verdict.RUN_KEYS], sorted(metrics)
     assert "| failed groups 1 |" in console_line(2, 5, metrics)
 
 

@@ -63,7 +63,8 @@ ACTIVITY_KEYS = (
     "arise/skill_use_rate",
 )
 OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
-# arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool): no sign of ARISE
+# arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool, failed and
+# refilled groups): no sign of ARISE
 RUN_KEYS = frozenset(
     (
         "arise/rows_dropped",
@@ -72,6 +73,10 @@ RUN_KEYS = frozenset(
         "arise/tool_error_rate",
         "arise/tool_s",
         "arise/tool_calls_malformed",
+        "arise/rollout_failures",
+        "arise/rollout_dropped",
+        "arise/val_rollout_failures",
+        "arise/refilled_groups",
     )
 )
 
