@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from skill_layer_host import build_loop
 
 import recipe.arise.adapters.rollout_failures as failures_module
 import recipe.arise.adapters.skill_layer as skill_layer_module
@@ -41,15 +41,7 @@ def trainer_config(**selection):
 
 def build(cls, tokenizer, config):
     """An agent loop as verl's worker builds it, for a text-only Qwen3 run (no engine is reached)."""
-    return cls(
-        trainer_config=DictConfigWrap(config),
-        server_manager=None,
-        tokenizer=tokenizer,
-        data_config=DictConfigWrap(OmegaConf.create({})),
-        processor=None,
-        dataset_cls=None,
-        hf_model_type="qwen3",
-    )
+    return build_loop(cls, tokenizer, None, config)
 
 
 def run(loop, uid, session=1):

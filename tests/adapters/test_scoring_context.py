@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+from skill_layer_host import build_loop
+from verl.experimental.agent_loop.agent_loop import ToolListWrap
 from verl.tools.function_tool import FunctionTool
 from verl.tools.schemas import OpenAIFunctionToolSchema
 from verl.tools.tool_registry import load_all_tools
@@ -77,16 +78,7 @@ def tool_loop(tokenizer, config, tools=None):
 
     async def go():
         listed = tools if tools is not None else load_all_tools(tool_config_path=TOOLS, function_tool_path=None)
-        return ARISEToolAgentLoop(
-            trainer_config=DictConfigWrap(config),
-            server_manager=None,
-            tokenizer=tokenizer,
-            data_config=DictConfigWrap(OmegaConf.create({})),
-            processor=None,
-            dataset_cls=None,
-            hf_model_type="qwen3",
-            tools=ToolListWrap(listed),
-        )
+        return build_loop(ARISEToolAgentLoop, tokenizer, None, config, tools=ToolListWrap(listed))
 
     return asyncio.run(go())
 

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf  # noqa: E402
 from ray.exceptions import RayTaskError  # noqa: E402
-from skill_layer_host import skill_layer
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
+from skill_layer_host import build_loop, skill_layer
+from verl.experimental.agent_loop.agent_loop import ToolListWrap  # noqa: E402
 from verl.tools.function_tool import FunctionTool  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
 
@@ -115,19 +115,7 @@ def trainer_config(**selection):
     )
 
 
-def build(cls, tokenizer, server, config, **extra):
-    """An agent loop as verl's worker builds it (``AgentLoopWorker._run_agent_loop``) for a text-only
-    Qwen3 run: no processor, no dataset class."""
-    text_only = {"processor": None, "dataset_cls": None, "hf_model_type": "qwen3"}
-    data_config = DictConfigWrap(OmegaConf.create({}))
-    return cls(
-        trainer_config=DictConfigWrap(config),
-        server_manager=server,
-        tokenizer=tokenizer,
-        data_config=data_config,
-        **text_only,
-        **extra,
-    )
+build = build_loop  # an agent loop as verl's worker builds it (tests/helpers/skill_layer_host.py)
 
 
 def python_tool():

@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from byte_tokenizer import ByteTokenizer
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
 from recipe.arise.adapters.scoring_context import ScoringContext
@@ -30,3 +32,18 @@ def scoring_context_of(tokenizer):
     """A trainer stub's ``_scoring_context``: verl's Continuous Token builder for ``tokenizer``, no tools."""
     builder = create_continuous_token_builder(tokenizer)
     return lambda extra_info=None: ScoringContext(builder, tokenizer)
+
+
+def build_loop(cls, tokenizer, server, config, **extra):
+    """An agent loop as verl's worker builds it (``AgentLoopWorker._run_agent_loop``) for a text-only
+    Qwen3 run: no processor, no dataset class; ``extra`` e.g. ``tools=ToolListWrap(...)``."""
+    return cls(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        data_config=DictConfigWrap(OmegaConf.create({})),
+        processor=None,
+        dataset_cls=None,
+        hf_model_type="qwen3",
+        **extra,
+    )
