@@ -8,7 +8,6 @@ import json
 
 from recipe.arise.tools.preflight_common import CHARS_PER_TOKEN, Finding
 
-MULTI_TURN_LOOPS = ("arise_tool_agent", "tool_agent")
 # the share of the response the tool results may fill before the model has no room left to answer
 TOOL_RESULT_SHARE = 0.5
 
@@ -35,9 +34,11 @@ def check_tool(cfg, check_paths: bool = True) -> list[Finding]:
     multi_turn = rollout.get("multi_turn", {}) or {}
     if not multi_turn.get("enable", False):
         return []
+    from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS  # the loops that call tools (the trainer's list)
+
     findings: list[Finding] = []
     loop = rollout.get("agent", {}).get("default_agent_loop")
-    if loop not in MULTI_TURN_LOOPS:
+    if loop not in TOOL_AGENT_LOOPS:
         findings.append(
             Finding(
                 "ERROR",
