@@ -204,11 +204,28 @@ def test_gpu_check_composes_like_the_training_scripts(composed):
     _, train_overrides, _ = composed("qwen3_4b_arise.sh", {})
     keys = lambda overrides: {o.split("=", 1)[0].lstrip("+") for o in overrides}  # noqa: E731
     assert keys(train_overrides) <= keys(overrides)
-    assert cfg.trainer.total_training_steps == 10 and cfg.arise.phase1_steps == 1  # Phase II from step 2
-    assert cfg.trainer.save_freq == 10 and cfg.trainer.max_actor_ckpt_to_keep == 1
-    assert cfg.trainer.resume_mode == "disable" and cfg.trainer.test_freq == -1
+    # launch 1: steps 1-5 from scratch, validated and saved at 5; the exact IG every 2 steps
+    assert cfg.trainer.total_training_steps == 5 and cfg.arise.phase1_steps == 1  # Phase II from step 2
+    assert cfg.trainer.save_freq == 5 and cfg.trainer.max_actor_ckpt_to_keep == 1
+    assert cfg.trainer.resume_mode == "disable" and cfg.trainer.test_freq == 5
+    assert cfg.arise.ig.every_n_steps == 2
     assert cfg.trainer.default_local_dir.endswith("/checkpoints/arise_qwen3_4b/gpu_check")
     assert cfg.data.train_batch_size == 64 and cfg.trainer.n_gpus_per_node == 8  # the user's settings
+    # launch 2: resumes launch 1's checkpoint by path, to step 10, validated at 10
+    env = {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", "GPU_CHECK_LAUNCH": "2", **PY}
+    _, _, second = composed("gpu_check.sh", env)
+    assert second.trainer.resume_mode == "resume_path" and second.trainer.total_training_steps == 10
+    assert second.trainer.resume_from_path == cfg.trainer.default_local_dir + "/global_step_5"
+    assert second.trainer.test_freq == 10 and second.arise.ig.every_n_steps == 2
+
+
+@pytest.mark.parametrize(
+    "env,message", [({"STEPS": "3"}, "STEPS must be an integer >= 4"), ({"IG_EVERY": "0"}, "IG_EV")]
+)
+def test_gpu_check_refuses_steps_it_cannot_split(env, message):
+    run_env = _clean_env({"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", "PRINT_OVERRIDES": "1", **PY, **env})
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh")], env=run_env, capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr
 
 
 def test_preset_overrides_come_after_the_script_and_before_the_command_line(tmp_path):
@@ -278,7 +295,7 @@ def test_gpu_settings(script, env, composed):
     if script == "eval_arise.sh":
         return
     assert cfg.actor_rollout_ref.rollout.n == 8
-    steps = 10 if script == "gpu_check.sh" else 2000
+    steps = 5 if script == "gpu_check.sh" else 2000  # gpu_check: its first launch
     assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.total_training_steps == steps
     assert cfg.actor_rollout_ref.actor.optim.lr_warmup_steps == 50
     assert cfg.algorithm.filter_groups.enable  # the same dynamic sampling for ARISE and every baseline

@@ -22,15 +22,17 @@ def _library(*names):
 MESSAGES = [{"role": "user", "content": "What is 1 plus 2?"}]
 
 
-def _ig_trainer(train_manager=False):
+def _ig_trainer(train_manager=False, **ig):
+    from recipe.arise.adapters.trainer_metrics import StepState
     from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.arise_config import ARISEConfig
 
-    cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4}})
+    cfg = ARISEConfig.from_dict({"selection": {"train_manager": train_manager}, "ig": {"max_traces": 4, **ig}})
     lib = _library("skill_a", "skill_b")
     trainer = SimpleNamespace(
         arise=cfg, tokenizer=ByteTokenizer(), config=SimpleNamespace(data={}), library=lib, prompts=[]
     )
+    trainer._step_state = StepState()
     trainer._scoring_context = scoring_context_of(trainer.tokenizer)
     trainer._ig_context = ARISETrainer._ig_context.__get__(trainer)
 
@@ -174,6 +176,34 @@ def test_exact_ig_scores_the_whole_trace_by_default():
     cls._exact_ig(trainer, [group], step=100)
     assert trainer.arise.ig.max_response_tokens == 0
     assert all(bytes(p).decode().endswith("|A:" + "y" * 1500) for p in trainer.prompts[:1])
+
+
+def test_exact_ig_requests_stay_within_the_prompt_logit_bound():
+    """vLLM builds a prompt-log-prob request's logits (tokens x vocab) outside its profiled memory:
+    every IG request is clipped to arise.ig.max_logits_mb, each trace to one length under every
+    context (the sums compare the same tokens), counted; a trace the contexts leave no room is skipped."""
+    from recipe.arise.adapters.trainer_upload import LOGIT_BYTES, ig_request_tokens
+
+    trainer, cls = _ig_trainer(max_logits_mb=1)
+    bound = ig_request_tokens(1, trainer.tokenizer)
+    assert bound == (1 << 20) // (256 * LOGIT_BYTES) == 682
+    groups = [
+        {"uid": "g1", "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc("y" * 1500)}]},
+        {"uid": "g2", "messages": MESSAGES, "traces": [], "unaided": [{"reward": 1.0, "ids": _enc("short")}]},
+    ]
+    ig, skipped = cls._exact_ig(trainer, groups, step=100)
+    assert skipped == 0 and set(ig) == set(trainer.library.cache_ids())
+    assert max(len(p) for p in trainer.prompts) <= bound
+    traces = [bytes(p).decode().split("|A:")[-1] for p in trainer.prompts]
+    kept = {len(t) for t in traces if t.startswith("yyy")}
+    assert len(kept) == 1 and 0 < kept.pop() < 1500  # one clipped length under every context
+    assert trainer._step_state.ig_clipped == 1
+    # a bound below the contexts: nothing fits, every trace skipped, nothing sent
+    trainer, cls = _ig_trainer(max_logits_mb=1)
+    trainer.tokenizer.__class__ = type("HugeVocab", (ByteTokenizer,), {"__len__": lambda self: 1 << 20})
+    assert ig_request_tokens(1, trainer.tokenizer) == 1
+    assert cls._exact_ig(trainer, groups, step=100) == ({}, 2) and trainer.prompts == []
+    assert ig_request_tokens(0, trainer.tokenizer) > 1 << 40  # 0: no bound
 
 
 # --------------------------------------------------------------------------- tau+ traces of a tool loop

@@ -14,6 +14,9 @@ class ByteTokenizer:
     def __init__(self):
         self.chat_kwargs = []
 
+    def __len__(self):  # the vocabulary, as a HF tokenizer's len(): bytes (the suite's texts are ASCII)
+        return 256
+
     def encode(self, text, add_special_tokens=False):
         return [ord(c) for c in text]
 

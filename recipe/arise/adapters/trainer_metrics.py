@@ -49,6 +49,7 @@ class StepState:
     summary_streamed: int = 0  # streamed summaries delivered
     ig: dict[str, float] = dataclasses.field(default_factory=dict)  # exact IG per cache skill id (once a step)
     ig_skipped: int = 0  # exact-IG traces whose log-probs did not come back
+    ig_clipped: int = 0  # exact-IG traces clipped to arise.ig.max_logits_mb
     batches: int = 0  # sampled batches so far
 
 
@@ -145,6 +146,7 @@ def step_metrics(
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
     m["arise/ig_skipped"] = float(state.ig_skipped)
+    m["arise/ig_clipped"] = float(state.ig_clipped)
     if state.ig:
         m["arise/ig_exact_mean"] = float(np.mean(list(state.ig.values())))
     return m

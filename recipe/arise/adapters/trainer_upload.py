@@ -238,21 +238,41 @@ class UploadMixin:
         cache = list(needs_set_up(self.library, "library", "ARISETrainer._load_checkpoint()").cache)
         if not traces or not cache:
             return {}, 0
+        contexts = [
+            [self._ig_context(messages, None if s is None else s.doc, extra_info) for messages, extra_info, _ in traces]
+            for s in [None, *cache]
+        ]
+        # one length per trace under every context (IG compares sums over the same tokens), clipped so
+        # that no request makes the engine build more than max_logits_mb of prompt logits; a trace left
+        # without room is skipped
+        bound = ig_request_tokens(cfg.max_logits_mb, self.tokenizer)
+        lengths = [min(len(ids), bound - max(len(row[t]) for row in contexts)) for t, (*_, ids) in enumerate(traces)]
+        clipped = sum(0 < n < len(ids) for n, (*_, ids) in zip(lengths, traces, strict=True))
+        roomless = [t for t, n in enumerate(lengths) if n <= 0]
+        self._step_state.ig_clipped += clipped
+        if clipped or roomless:
+            logger.warning(
+                f"ARISE exact IG, step {step}: {clipped} trace(s) clipped and {len(roomless)} skipped to fit "
+                f"{bound} tokens a request (arise.ig.max_logits_mb={cfg.max_logits_mb})"
+            )
+        fits = [t for t in range(len(traces)) if lengths[t] > 0]
+        if not fits:
+            return {}, len(traces)
         prompts, spans = [], []
-        for skill in [None, *cache]:
-            for messages, extra_info, ids in traces:
-                context = self._ig_context(messages, None if skill is None else skill.doc, extra_info)
-                prompts.append(context + ids)
-                spans.append((len(context), len(context) + len(ids)))
+        for row in contexts:
+            for t in fits:
+                ids = traces[t][2][: lengths[t]]
+                prompts.append(row[t] + ids)
+                spans.append((len(row[t]), len(row[t]) + len(ids)))
         params = SCORING_PARAMS
         outputs = self._generate_all(prompts, params, self.arise.selection.scoring_timeout_s)
         sums = [_logprob_sum(output, lo, hi) for output, (lo, hi) in zip(outputs, spans, strict=True)]
-        n = len(traces)
+        n = len(fits)
         rows = [sums[k * n : (k + 1) * n] for k in range(len(cache) + 1)]  # the base, then one per skill
         keep = [t for t in range(n) if all(row[t] is not None for row in rows)]
-        skipped = n - len(keep)
+        skipped = len(traces) - len(keep)
         if skipped:
-            logger.warning(f"ARISE exact IG, step {step}: {skipped} of {n} traces without log-probs; skipped")
+            logger.warning(f"ARISE exact IG, step {step}: {skipped} of {len(traces)} traces without log-probs; skipped")
         if not keep:
             return {}, skipped
         rows = [[row[t] for t in keep] for row in rows]
@@ -277,6 +297,21 @@ class UploadMixin:
         prefix = context.prefix(messages, scoring_suffix(True))
         skill_ids = truncate_skill_for_scoring(doc.to_json(), self.tokenizer, sel.max_skill_tokens)
         return prefix + skill_ids + list(self.tokenizer.encode("\n", add_special_tokens=False))
+
+
+# bytes per prompt-logit vLLM's V1 runner holds for a request (gpu_model_runner._get_prompt_logprobs_dict:
+# the model-dtype logits of the request's prompt chunk, then compute_logprobs' fp32 log-softmax), outside
+# the memory it profiled at start-up
+LOGIT_BYTES = 2 + 4
+
+
+def ig_request_tokens(max_logits_mb: int, tokenizer) -> int:
+    """The most tokens (context + trace) one exact-IG request may hold so that the engine's prompt
+    logits stay within ``max_logits_mb`` MiB; 0 = no bound (a very large number)."""
+    if not max_logits_mb:
+        return 1 << 62
+    vocab = max(len(tokenizer), int(getattr(tokenizer, "vocab_size", 0) or 0))
+    return max(1, (int(max_logits_mb) << 20) // (vocab * LOGIT_BYTES))
 
 
 def _logprob_sum(output, lo: int, hi: int) -> float | None:

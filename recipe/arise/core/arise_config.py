@@ -307,11 +307,12 @@ class IGConfig:
     every_n_steps: int = _key(100, "measure every this many steps; 0 = never")
     max_traces: int = _key(8, "traces per measurement, one per query group (each scored with and without every skill)")
     max_response_tokens: int = _key(0, "each trace is clipped to this many tokens; 0 = the whole response")
+    max_logits_mb: int = _key(2048, "MiB of prompt logits one IG request may make the engine build; 0 = no bound")
 
     def __post_init__(self):
         _check_types(self)
-        if self.every_n_steps < 0 or self.max_traces < 1 or self.max_response_tokens < 0:
-            raise ValueError("arise.ig: every_n_steps >= 0, max_traces >= 1, max_response_tokens >= 0")
+        if min(self.every_n_steps, self.max_traces - 1, self.max_response_tokens, self.max_logits_mb) < 0:
+            raise ValueError("arise.ig: every_n_steps, max_response_tokens, max_logits_mb >= 0; max_traces >= 1")
 
 
 @dataclass
