@@ -26,7 +26,7 @@ class LibraryReplica:
     def __init__(self):
         # sigma: the selection temperature the trainer calibrated (arise.selection.temperature: auto;
         # None until it publishes one, and the configured number otherwise)
-        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train", "sigma": None}
+        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "sigma": None}
         self._observations: list[Observation] = []
         self._stream = SummaryStream()
         self._llm_client = None
@@ -56,11 +56,6 @@ class LibraryReplica:
                 raise ValueError(f"publish: sigma must be a finite number > 0, got {sigma!r}")
             self._snapshot["sigma"] = sigma
         return self._snapshot["version"]
-
-    def set_mode(self, mode: str) -> None:
-        if mode not in ("train", "val"):
-            raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
-        self._snapshot = {**self._snapshot, "mode": mode}
 
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot
@@ -102,7 +97,6 @@ class LibraryReplica:
     def record_failure(self, failure: dict[str, Any]) -> None:
         """One session an exception ended (``rollout_failures.failure_record``); the first
         ``MAX_FAILURES`` are kept with their tracebacks, programming errors before the rest."""
-        failure = {**failure, "mode": self._snapshot["mode"]}
         if len(self._failures) >= MAX_FAILURES:
             if not failure.get("programming") or all(f.get("programming") for f in self._failures):
                 return

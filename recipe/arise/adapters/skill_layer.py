@@ -50,6 +50,7 @@ from recipe.arise.adapters.scoring_requests import (
     scoring_request_ids,
     token_logprobs,
 )
+from recipe.arise.adapters.validation_rows import is_validation_sample
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import resolve_temperature
 from recipe.arise.core.prompts import format_skill_injection, inject_skill
@@ -195,7 +196,7 @@ class SkillLayer:
                 "arise.selection.train_manager=false (docs/agent_loops.md)"
             )
         snapshot = await replica.snapshot.remote()
-        validate = snapshot["mode"] == "val"
+        validate = is_validation_sample(kwargs)  # the row's flag: training goes on while the trainer validates
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
         plan = Plan(kwargs=kwargs, info=TrajectoryInfo(phase=phase, validate=validate))
