@@ -200,7 +200,8 @@ class SkillLayer:
         validate = is_validation_sample(kwargs)  # the row's flag: training goes on while the trainer validates
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
-        plan = Plan(kwargs=kwargs, info=TrajectoryInfo(phase=phase, validate=validate))
+        info = TrajectoryInfo(phase=phase, validate=validate, library_version=int(snapshot["version"]))
+        plan = Plan(kwargs=kwargs, info=info)
         messages = list(kwargs["raw_prompt"])
         if not (phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)):
             return plan

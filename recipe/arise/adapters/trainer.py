@@ -356,6 +356,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         if self.library is not None:
             batch = self.replay_buffer.last_train_batch
             self.replay_buffer.last_train_batch = None
+            self._step_state.staleness.add_batch(batch, batch_fields, self.global_steps, self._arise_version)
             self._arise_sample(batch)
             # verl samples parameter_sync_step batches per global step; maintain the library once
             if self.local_trigger_step >= self.parameter_sync_step - 1:

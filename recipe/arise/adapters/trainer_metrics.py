@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from recipe.arise.adapters.trainer_staleness import StalenessTally
 from recipe.arise.core.groups import mechanism_metrics
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_entry import Provenance, utility_uplift_disagreement
@@ -50,6 +51,7 @@ class StepState:
     ig: dict[str, float] = dataclasses.field(default_factory=dict)  # exact IG per cache skill id (once a step)
     ig_skipped: int = 0  # exact-IG traces whose log-probs did not come back
     batches: int = 0  # sampled batches so far
+    staleness: StalenessTally = dataclasses.field(default_factory=StalenessTally)  # of the trained trajectories
 
 
 def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
@@ -144,6 +146,7 @@ def step_metrics(
         "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
+    m.update(state.staleness.metrics())
     m["arise/ig_skipped"] = float(state.ig_skipped)
     if state.ig:
         m["arise/ig_exact_mean"] = float(np.mean(list(state.ig.values())))
