@@ -7,6 +7,7 @@ the reward manager through verl's own plumbing (pinned below against verl's sour
 """
 
 import asyncio
+import copy
 import inspect
 from types import SimpleNamespace
 
@@ -127,6 +128,7 @@ def test_the_validation_loader_flags_every_row_and_stays_verls_loader():
     clash = FlaggedValLoader(StatefulDataLoader(dataset=[{VALIDATE_FIELD: 1}], batch_size=1, collate_fn=collate_fn))
     with pytest.raises(ValueError, match="rename"):
         list(clash)
+    assert copy.copy(loader)._inner is inner  # a copy (no _inner while it is built) does not recurse
 
 
 def test_verl_hands_a_rows_non_tensor_field_to_the_agent_loop_and_the_reward_manager(monkeypatch):

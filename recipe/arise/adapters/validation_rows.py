@@ -56,4 +56,6 @@ class FlaggedValLoader:
         return len(self._inner)
 
     def __getattr__(self, name):
+        if name == "_inner":  # not set yet (a copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._inner, name)
