@@ -176,3 +176,21 @@ def test_verl_hands_a_rows_non_tensor_field_to_the_agent_loop_and_the_reward_man
 
     asyncio.run(go())
     assert [p[VALIDATE_FIELD] for p in seen] == [True, True] and all(is_validation_sample(p) for p in seen)
+
+
+def test_the_arise_trainers_flag_verls_validation_loader(monkeypatch):
+    """Every registered ARISE trainer wraps the validation loader verl's ``_init_dataloader`` builds,
+    and leaves the training loader alone."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from recipe.arise.adapters.trainers import ARISEColocateAsyncTrainer, ARISETrainer
+
+    def init_dataloader(self):
+        self.train_dataloader, self.val_dataloader = "train loader", "val loader"
+
+    monkeypatch.setattr(PPOTrainer, "_init_dataloader", init_dataloader)
+    for cls in (ARISETrainer, ARISEColocateAsyncTrainer):
+        trainer = object.__new__(cls)  # no verl set-up: what _init_dataloader touches
+        trainer._init_dataloader()
+        assert isinstance(trainer.val_dataloader, FlaggedValLoader) and trainer.val_dataloader._inner == "val loader"
+        assert trainer.train_dataloader == "train loader"
