@@ -427,8 +427,9 @@ def test_library_maintenance_runs_once_per_global_step():
             self.library = object()
             self.arise, self.global_steps, self.library_replica = ARISEConfig(), 1, None
             self.replay_buffer = SimpleNamespace(
-                last_train_batch="batch", failures={"train": FailureTally()}, refilled_step=0
+                last_train_batch=None, failures={"train": FailureTally()}, refilled_step=0
             )
+            self._step_state, self._arise_version = StepState(), 1
             self.parameter_sync_step = 2
             self.local_trigger_step = 0
             self.checkpoint_manager = SimpleNamespace(sleep_replicas=lambda: calls.append("sleep"))

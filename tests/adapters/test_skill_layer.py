@@ -166,6 +166,40 @@ def test_a_users_loop_gains_arise_in_one_step(tokenizer, monkeypatch):
     assert "arise_skill_id" not in plain.extra_fields
 
 
+class Publishing:
+    """A library replica a publish reaches between any two reads: each read returns the next version."""
+
+    def __init__(self):
+        self.reads = 0
+        self.snapshot = SimpleNamespace(remote=self.read)
+
+    async def read(self):
+        self.reads += 1
+        return {"version": self.reads, "cache": CACHE}
+
+
+def test_every_session_of_a_query_group_selects_from_one_library_version(monkeypatch):
+    """The async trainers publish while groups generate: a group's sessions share one snapshot."""
+    replica, seen = Publishing(), []
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: replica)
+
+    async def select(self, cfg, snapshot, messages, kwargs, validate, info):
+        seen.append((kwargs["uid"], kwargs["session_id"], snapshot["version"]))
+
+    monkeypatch.setattr(skill_layer_module.SkillLayer, "select", select)
+    layer = skill_layer(server=None)
+    layer.host.config = trainer_config()
+
+    async def sessions():
+        for uid, session in (("one-version", 0), ("one-version", 1), ("next-group", 0)):
+            await layer.prepare({"raw_prompt": MESSAGES, "uid": uid, "session_id": session, "global_steps": 3})
+
+    asyncio.run(sessions())
+    # the group's second session came after a publish, and still selects from the group's version
+    assert seen == [("one-version", 0, 1), ("one-version", 1, 1), ("next-group", 0, 2)]
+    assert replica.reads == 2
+
+
 # --------------------------------------------------------------------------- arise_tool_agent
 
 

@@ -29,6 +29,7 @@ FULL = TrajectoryInfo(
     scoring_tokens=900,
     scoring_cached_tokens=300,
     scoring_rescored=2,
+    library_version=4,
 )
 
 
@@ -43,7 +44,7 @@ def test_every_field_differs_from_its_default_in_the_full_record():
 def test_round_trip_through_extra_fields():
     fields = FULL.to_extra_fields()
     assert list(fields) == TrajectoryInfo.keys()
-    assert all(k.startswith("arise_") for k in fields) and len(fields) == 19
+    assert all(k.startswith("arise_") for k in fields) and len(fields) == 20
     assert fields["arise_skill_id"] == "s000007" and fields["arise_skill_tokens"] == 42
     assert TrajectoryInfo.from_extra_fields(fields) == FULL
 

@@ -8,11 +8,14 @@ dynamic sampling drops later. With ``arise.summary.stream`` it also keeps the
 :class:`~recipe.arise.core.stream.SummaryStream` through which a group's summary rollout starts as
 soon as its G rewards are in. Agent loops record the sessions an exception ended here
 (``record_failure``); the trainer drains them each sampled batch
-(:mod:`recipe.arise.adapters.rollout_failures`).
+(:mod:`recipe.arise.adapters.rollout_failures`). An agent loop reads the cache once per query group
+(:func:`group_snapshot`), so a group's sessions all select from one library version.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 from typing import Any
 
 from recipe.arise.core.observation import Observation
@@ -26,7 +29,7 @@ class LibraryReplica:
     def __init__(self):
         # sigma: the selection temperature the trainer calibrated (arise.selection.temperature: auto;
         # None until it publishes one, and the configured number otherwise)
-        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "mode": "train", "sigma": None}
+        self._snapshot: dict[str, Any] = {"version": 0, "cache": [], "utilities": None, "sigma": None}
         self._observations: list[Observation] = []
         self._stream = SummaryStream()
         self._llm_client = None
@@ -56,11 +59,6 @@ class LibraryReplica:
                 raise ValueError(f"publish: sigma must be a finite number > 0, got {sigma!r}")
             self._snapshot["sigma"] = sigma
         return self._snapshot["version"]
-
-    def set_mode(self, mode: str) -> None:
-        if mode not in ("train", "val"):
-            raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
-        self._snapshot = {**self._snapshot, "mode": mode}
 
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot
@@ -102,7 +100,6 @@ class LibraryReplica:
     def record_failure(self, failure: dict[str, Any]) -> None:
         """One session an exception ended (``rollout_failures.failure_record``); the first
         ``MAX_FAILURES`` are kept with their tracebacks, programming errors before the rest."""
-        failure = {**failure, "mode": self._snapshot["mode"]}
         if len(self._failures) >= MAX_FAILURES:
             if not failure.get("programming") or all(f.get("programming") for f in self._failures):
                 return
@@ -123,6 +120,27 @@ def get_or_create_replica():
 
     actor_cls = ray.remote(num_cpus=0)(LibraryReplica)
     return actor_cls.options(name=REPLICA_NAME, get_if_exists=True).remote()
+
+
+# uid -> the future of its query group's snapshot, per worker process (a cache of <= C_c short
+# skills each; the oldest go beyond the bound, long after their group's sessions started)
+_GROUP_SNAPSHOTS: collections.OrderedDict[str, asyncio.Future] = collections.OrderedDict()
+_MAX_GROUP_SNAPSHOTS = 4096
+
+
+def group_snapshot(replica, uid: str | None) -> asyncio.Future:
+    """The library snapshot the query group ``uid`` selects from: its first session to ask reads the
+    replica, the others await the same answer. Reading per session would let one group select from
+    two library versions when a publish lands between two sessions' reads (the async trainers
+    maintain the library while groups generate). No uid: a snapshot of its own."""
+    if uid is None:
+        return asyncio.ensure_future(replica.snapshot.remote())
+    future = _GROUP_SNAPSHOTS.get(uid)
+    if future is None:
+        future = _GROUP_SNAPSHOTS[uid] = asyncio.ensure_future(replica.snapshot.remote())
+        while len(_GROUP_SNAPSHOTS) > _MAX_GROUP_SNAPSHOTS:
+            _GROUP_SNAPSHOTS.popitem(last=False)
+    return future
 
 
 _POOL_HANDLE = None

@@ -26,6 +26,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from recipe.arise.adapters.agent_loop import arise_config
 from recipe.arise.adapters.library_replica import get_replica
 from recipe.arise.adapters.rollout_failures import recorded
+from recipe.arise.adapters.validation_rows import VALIDATE_FIELD, is_validation_sample
 from recipe.arise.core.grader import grade_checked
 from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
@@ -46,7 +47,7 @@ class ARISERewardManager(RewardManagerBase):
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1]  # multi-output trajectories are scored on their last sequence
         fields = item.non_tensor_batch
-        session = {"uid": fields.get("uid", ""), "session_id": fields.get("session_id", 0)}
+        session = {k: fields.get(k, d) for k, d in (("uid", ""), ("session_id", 0), (VALIDATE_FIELD, False))}
         # an exception here fails the session's query group: told to the trainer (rollout_failures)
         return await recorded(self._reward(item), session)
 
@@ -72,7 +73,9 @@ class ARISERewardManager(RewardManagerBase):
         )
 
         replica = get_replica() if self.arise.enable else None
-        if replica is not None and not info.validate:
+        # the row's own flag (recipe.arise.adapters.validation_rows): a training trajectory generated
+        # while the trainer validates is still observed
+        if replica is not None and not is_validation_sample(item.non_tensor_batch):
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
                 trace = self._trace(item, ids, response, info)

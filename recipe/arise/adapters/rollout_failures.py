@@ -27,6 +27,8 @@ from typing import Any
 from ray.exceptions import RayError
 
 from recipe.arise.adapters.library_replica import get_replica
+from recipe.arise.adapters.validation_rows import VALIDATE_FIELD
+from recipe.arise.core.trajectory import plain
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -53,6 +55,8 @@ def failure_record(error: BaseException, kwargs: dict) -> dict[str, Any]:
         "session": kwargs.get("session_id", 0),
         "error": f"{type(error).__name__}: {error}"[:500],
         "programming": is_programming_error(error),
+        # the row's flag, read leniently: a bad value must not hide the error being recorded
+        "mode": "val" if plain(kwargs.get(VALIDATE_FIELD, False)) is True else "train",
         "traceback": text[-TRACEBACK_CHARS:],
     }
 

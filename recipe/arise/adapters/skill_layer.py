@@ -39,7 +39,7 @@ from uuid import uuid4
 
 import numpy as np
 
-from recipe.arise.adapters.library_replica import get_replica
+from recipe.arise.adapters.library_replica import get_replica, group_snapshot
 from recipe.arise.adapters.rollout_failures import PROGRAMMING_ERRORS, is_programming_error, recorded
 from recipe.arise.adapters.scoring_context import ScoringContext
 from recipe.arise.adapters.scoring_requests import (
@@ -50,6 +50,7 @@ from recipe.arise.adapters.scoring_requests import (
     scoring_request_ids,
     token_logprobs,
 )
+from recipe.arise.adapters.validation_rows import is_validation_sample
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import resolve_temperature
 from recipe.arise.core.prompts import format_skill_injection, inject_skill
@@ -194,11 +195,13 @@ class SkillLayer:
                 f"(arise_agent); {type(self.host).__name__} injects it into the user turn: set "
                 "arise.selection.train_manager=false (docs/agent_loops.md)"
             )
-        snapshot = await replica.snapshot.remote()
-        validate = snapshot["mode"] == "val"
+        uid = kwargs.get("uid")
+        snapshot = await group_snapshot(replica, None if uid is None else str(uid))  # one version per group
+        validate = is_validation_sample(kwargs)  # the row's flag: training goes on while the trainer validates
         step = int(kwargs.get("global_steps", 0) or 0)
         phase = 2 if validate else cfg.phase(step)
-        plan = Plan(kwargs=kwargs, info=TrajectoryInfo(phase=phase, validate=validate))
+        info = TrajectoryInfo(phase=phase, validate=validate, library_version=int(snapshot["version"]))
+        plan = Plan(kwargs=kwargs, info=info)
         messages = list(kwargs["raw_prompt"])
         if not (phase == 2 and bool(snapshot["cache"]) and (cfg.validation.active or not validate)):
             return plan

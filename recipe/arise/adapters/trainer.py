@@ -7,7 +7,8 @@ The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise`` on ve
 
 - ``_load_checkpoint`` (called once by ``init``): build the library from the seed skills, or
   restore it from ``global_step_N/arise/library.parquet``; publish the cache to the library replica.
-- ``on_validate_begin`` / ``on_validate_end``: switch the replica to evaluation mode (epsilon=0).
+- ``_init_dataloader``: every validation row carries ``arise_validate`` (epsilon=0, no observation:
+  :mod:`~recipe.arise.adapters.validation_rows`); ``on_validate_end`` checks its failed groups.
 - ``on_sample_end`` (after a sampled batch's rollouts and rewards, *before* the replicas sleep):
   Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
   step, groups chosen by ``arise.summary.choose``) on the same rollout servers, or, with
@@ -56,6 +57,7 @@ from recipe.arise.adapters.trainer_gate import (
 )
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
+from recipe.arise.adapters.validation_rows import FlaggedValLoader
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import GATE_FILE
 from recipe.arise.core.groups import choose_summary_groups, group_contrasts, positive_advantage_sessions
@@ -309,16 +311,13 @@ class ARISEHooks(GateMixin, UploadMixin):
         return os.path.join(self.config.trainer.default_local_dir, "arise")
 
     # ------------------------------------------------------------------ hooks
-    def on_validate_begin(self):
-        super().on_validate_begin()
-        if self.library_replica is not None:
-            ray.get(self.library_replica.set_mode.remote("val"))
+    def _init_dataloader(self):
+        super()._init_dataloader()
+        self.val_dataloader = FlaggedValLoader(self.val_dataloader)  # each validation row says so
 
     def on_validate_end(self):
         super().on_validate_end()
         self._check_rollout_failures("val", "validation")
-        if self.library_replica is not None:
-            ray.get(self.library_replica.set_mode.remote("train"))
 
     def _check_rollout_failures(self, partition: str, where: str) -> None:
         """Stop on a programming error an agent loop recorded, or on too many failed query groups
@@ -357,6 +356,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         if self.library is not None:
             batch = self.replay_buffer.last_train_batch
             self.replay_buffer.last_train_batch = None
+            self._step_state.staleness.add_batch(batch, batch_fields, self.global_steps, self._arise_version)
             self._arise_sample(batch)
             # verl samples parameter_sync_step batches per global step; maintain the library once
             if self.local_trigger_step >= self.parameter_sync_step - 1:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from recipe.arise.adapters.trainer_staleness import StalenessTally
 from recipe.arise.core.groups import mechanism_metrics
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_entry import Provenance, utility_uplift_disagreement
@@ -51,6 +52,7 @@ class StepState:
     ig_skipped: int = 0  # exact-IG traces whose log-probs did not come back
     ig_clipped: int = 0  # exact-IG traces clipped to arise.ig.max_logits_mb
     batches: int = 0  # sampled batches so far
+    staleness: StalenessTally = dataclasses.field(default_factory=StalenessTally)  # of the trained trajectories
 
 
 def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
@@ -145,6 +147,7 @@ def step_metrics(
         "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
+    m.update(state.staleness.metrics())
     m["arise/ig_skipped"] = float(state.ig_skipped)
     m["arise/ig_clipped"] = float(state.ig_clipped)
     if state.ig:

@@ -82,6 +82,8 @@ class TrajectoryInfo:
     scoring_tokens: int = 0  # scoring prompt tokens prefilled (computed) for the group
     scoring_cached_tokens: int = 0  # ... read from vLLM's prefix cache instead
     scoring_rescored: int = 0  # scoring requests sent again without the prefix cache
+    # the library version the trajectory selected from (its group's one snapshot); None: not recorded
+    library_version: int | None = None
 
     # the type of each field's value; a None value is kept only for the optional fields
     _CONVERT: ClassVar[dict[str, Callable[[Any], Any]]] = {
@@ -104,8 +106,9 @@ class TrajectoryInfo:
         "scoring_tokens": int,
         "scoring_cached_tokens": int,
         "scoring_rescored": int,
+        "library_version": int,
     }
-    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"gate_passed", "max_prob"})
+    _OPTIONAL: ClassVar[frozenset[str]] = frozenset({"gate_passed", "max_prob", "library_version"})
 
     @classmethod
     def keys(cls) -> list[str]:
