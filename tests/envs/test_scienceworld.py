@@ -1,11 +1,14 @@
-"""ScienceWorld through the TextEnv interface: one real JVM shared by the module (the module takes
-~15 s on the busy 2 cores: JVM start and the first load), its gold path won, the engine's invalid answer."""
+"""ScienceWorld through the TextEnv interface: one real JVM shared by the module, its gold path won,
+the engine's invalid answer. Marked e2e (out of the fast tier): the module takes ~15 s on the busy 2
+cores and up to ~45 s under load (JVM start and the first load of a task)."""
 
 from __future__ import annotations
 
 import pytest
 
 from recipe.arise.envs.base import TextEnv, make_env
+
+pytestmark = pytest.mark.e2e
 
 GAME = {"task": "find-living-thing", "variation": 0, "simplification": "easy"}
 GOLD = [  # the engine's gold path of GAME

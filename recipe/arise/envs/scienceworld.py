@@ -72,6 +72,12 @@ class ScienceWorldEnv:
             raise ValueError(f"scienceworld task {task!r} has variations 0..{top - 1}, not {variation}")
         self.server.load(task, variation, simplification, False)
 
+    def describe(self, game: dict) -> str:
+        """The game's task description (loads it without the reset's first step: data prep)."""
+        self._load(*check_game(game))
+        self._loaded = False
+        return str(self.server.getTaskDescription())
+
     def reset(self, game: dict) -> tuple[str, Step]:
         task, variation, simplification = check_game(game)
         self._load(task, variation, simplification)
