@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEX_URL = os.environ.get("ARISE_GPU_INDEX_URL", "https://pypi.org/simple")
-EXTRAS = ("gpu",)  # the pyproject extras the GPU install adds to the core dependencies
+EXTRAS = ("gpu", "envs")  # the pyproject extras the GPU install adds to the core dependencies
 # pip settings a clean machine has too (certificates, network); every other PIP_* is dropped
 KEEP_PIP_ENV = {"PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES", "PIP_CACHE_DIR"}
 
