@@ -110,6 +110,17 @@ def test_an_episode_left_by_an_exception_is_not_reused():
 COIN = {"game": "coin", "seed": 3, "fold": "train", "params": "numLocations=3,numDistractorItems=0,includeDoors=0"}
 
 
+def test_a_crashed_jvm_fails_the_episode_once_without_py4j_tracebacks(caplog):
+    runner = EnvRunner(lambda: make_env("twx"), label="twx")
+    runner.reset(COIN)
+    vm = runner.env.vm
+    os.kill(vm.pid, signal.SIGKILL)
+    vm.process.wait(timeout=10)
+    with caplog.at_level("DEBUG"), pytest.raises(EnvFailure, match="step failed in twx game .*Py4J"):
+        runner.step("move east")
+    assert [r for r in caplog.records if r.name.startswith("py4j") and r.levelname != "DEBUG"] == []
+
+
 def test_a_stopped_jvm_is_killed_on_the_step_timeout():
     runner = EnvRunner(lambda: make_env("twx"), step_timeout_s=2, label="twx")
     runner.reset(COIN)
