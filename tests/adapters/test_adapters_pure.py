@@ -147,3 +147,17 @@ def test_step_metrics_read_the_observation_records():
     assert (m["arise/prompt_tokens"], m["arise/response_tokens"], m["arise/scoring_tokens"]) == (100.0, 24.0, 40.0)
     assert m["arise/scoring_s"] == 0.5 and m["arise/summary_parse_rate"] == 0.5 and m["arise/summary_streamed"] == 1
     assert m["arise/ig_skipped"] == 2.0 and m["arise/ig_exact_mean"] == 0.25 and m["arise/phase2_groups"] == 2.0
+
+
+def test_step_metrics_and_console_line_count_orphaned_observations():
+    """An observation whose skill the library dropped since its selection is counted per step
+    (arise/observations_orphaned) and named in the console line, not lost silently."""
+    from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
+    from recipe.arise.core.library_entry import StepEvents
+
+    lib = SkillLibrary(seed_skills=load_seed_skills()[:2])
+    m = step_metrics(lib, 2, [], StepEvents(step=3, orphaned=["s000009", "s000009"]), StepState(), 0.0, True)
+    assert m["arise/observations_orphaned"] == 2.0
+    assert "| orphaned obs 2 |" in console_line(3, 6, m)
+    quiet = step_metrics(lib, 2, [], StepEvents(step=3), StepState(), 0.0, True)
+    assert quiet["arise/observations_orphaned"] == 0.0 and "orphaned" not in console_line(3, 6, quiet)

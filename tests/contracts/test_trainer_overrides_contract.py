@@ -3,9 +3,10 @@ the overrides assume (``ARISEHooks`` before each verl v1 trainer ARISE registers
 recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync``):
 
 - every method ``ARISEHooks`` defines that verl's trainer also defines (``__init__``,
-  ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``, the
-  ``on_*`` hooks) takes the base's parameters (verl calls the override the way it calls its own),
-  and each ``super().name(...)`` call binds to the base's signature;
+  ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``,
+  ``_reissue_inflight_prompts``, the ``on_*`` hooks) takes the base's parameters (verl calls the
+  override the way it calls its own), and each ``super().name(...)`` call binds to the base's signature;
+- ``trainer_resume.inflight_groups`` picks the groups to re-issue with verl's own condition;
 - the mixins ``ARISEHooks`` takes parts of its body from (``trainer_gate.GateMixin``,
   ``trainer_upload.UploadMixin``) define no method verl's trainer defines, so every override is in
   trainer.py's class body, where the checks above read it;
@@ -40,7 +41,14 @@ BASES = {
         ("verl.trainer.ppo.v1.replay_buffer", "ReplayBufferAsync"),
     ),
 }
-REQUIRED = {"__init__", "_build_replay_buffer", "_load_checkpoint", "_save_checkpoint", "_compute_metrics"}
+REQUIRED = {
+    "__init__",
+    "_build_replay_buffer",
+    "_load_checkpoint",
+    "_save_checkpoint",
+    "_compute_metrics",
+    "_reissue_inflight_prompts",
+}
 MIXINS = {"GateMixin": "trainer_gate.py", "UploadMixin": "trainer_upload.py"}
 
 
@@ -202,3 +210,30 @@ def test_the_source_reading_agrees_with_inspect_on_the_installed_verl(base):
     for name in ("__init__", "sample"):
         assert shape(signature(find_method(parent, *REPLAY, name))) == shape(inspect.signature(getattr(buffer, name)))
     assert inspect.signature(buffer.__init__).parameters["poll_interval"].default == 2.0
+
+
+def _condition(fn: ast.FunctionDef, target: str) -> list[str]:
+    """The ``if`` conditions of the comprehensions in ``fn`` that collect ``target``."""
+    return [
+        ast.unparse(cond)
+        for node in ast.walk(fn)
+        if isinstance(node, ast.ListComp) and ast.unparse(node.elt) == target
+        for gen in node.generators
+        for cond in gen.ifs
+    ]
+
+
+def test_the_reissued_groups_are_read_as_verl_reads_them(stack, base):
+    """On resume ARISE names the groups verl re-issues before verl re-tags them (their restored
+    observations are dropped, recipe/arise/adapters/trainer_resume.py): the same TransferQueue
+    tags, the same condition, and nothing under sync."""
+    verl = find_method(_verl_parent(stack), *base[0], "_reissue_inflight_prompts")
+    ours = next(
+        n
+        for n in ast.parse((TRAINER.parent / "trainer_resume.py").read_text()).body
+        if isinstance(n, ast.FunctionDef) and n.name == "inflight_groups"
+    )
+    theirs = _condition(verl, "key")[0]  # the in-flight prompts (the next: their old trajectories)
+    assert theirs == "tag.get('is_prompt', False) and tag.get('status') in ('pending', 'running')", theirs
+    assert _condition(ours, "key") == [theirs]
+    assert "if self.trainer_mode == 'sync':\n        return 0" in ast.unparse(verl)

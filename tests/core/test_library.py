@@ -63,8 +63,20 @@ def test_update_ema_each_observation_in_order():
 def test_unknown_observation_skipped_and_reported():
     lib = lit(seeds=[doc(0)])
     ev = lib.step([("nope", 1.0), ("s000001", 1.0), ("s000001", float("nan")), None], [], 1)
-    assert ev.unknown_observations[0] == "nope" and len(ev.unknown_observations) == 3
+    assert ev.orphaned == ["nope"]  # an id the library does not hold
+    assert ev.unknown_observations == ["s000001", "None"]  # a non-finite reward, a malformed tuple
     assert lib.get("s000001").usage_count == 1
+
+
+def test_observations_of_a_skill_dropped_since_its_selection_are_counted():
+    """Async trainers: a trajectory selected a skill that a later maintenance dropped (DELETE or
+    OVERFLOW) before its observation arrives; one evicted to the reservoir is still updated."""
+    lib = lit(cache=1, reservoir=1, seeds=[doc(0)])
+    ev = lib.step([], [doc(1), doc(2)], 1)
+    assert ev.overflow == ["s000001"] and [e.skill_id for e in lib.reservoir] == ["s000002"]
+    ev = lib.step([("s000001", 1.0), ("s000001", 0.0), ("s000002", 1.0)], [], 2)
+    assert ev.orphaned == ["s000001", "s000001"] and ev.unknown_observations == []
+    assert ev.n_observations == 1 and lib.get("s000002").usage_count == 1  # the reservoir entry
 
 
 def test_ig_proxy():

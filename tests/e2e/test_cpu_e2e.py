@@ -36,6 +36,7 @@ import pytest
 import smoke_run
 from omegaconf import OmegaConf
 
+from recipe.arise.adapters.trainer_resume import PENDING_FILE, load_pending_observations
 from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_log import read_log
 from recipe.arise.core.skill import load_seed_skills
@@ -216,9 +217,12 @@ def test_skills_injected_with_reward_2(arise_run):
 def test_checkpoint_holds_library(arise_run):
     state = read_log(arise_run / "checkpoints" / "arise")
     for step in CHECKPOINTS:
-        library = SkillLibrary.load(arise_run / "checkpoints" / f"global_step_{step}" / "arise" / "library.parquet")
+        folder = arise_run / "checkpoints" / f"global_step_{step}" / "arise"
+        library = SkillLibrary.load(folder / "library.parquet")
         logged = state[(state.step == step) & (state.event == "state")]
         assert len(logged) > 0 and sorted(logged.skill_id) == sorted(e.skill_id for e in library.entries())
+        # sync: the step's maintenance drained every observation before the save (docs/trainer_modes.md)
+        assert load_pending_observations(str(folder / PENDING_FILE), step) == []
 
 
 def test_inspect_and_report_on_the_run(arise_run, tmp_path):

@@ -76,6 +76,8 @@ def _checkpoint(root: Path, step: int, cfg=None) -> Path:
     _torch_save({"epoch": 0}, folder / "data.pt")
     SkillLibrary().save(folder / "arise" / "library.parquet")
     (folder / "arise" / "gate.json").write_text(json.dumps({"sigma": 1.2, "auto": True, "delta": 0.35}))
+    pending = {"format": 1, "global_step": step, "observations": [{"uid": "q", "reward": 1.0, "correct": True}]}
+    (folder / "arise" / "pending_observations.json").write_text(json.dumps(pending))
     if cfg is not None:
         OmegaConf.save(cfg, folder / "arise" / "config.yaml")
     (root / "latest_checkpointed_iteration.txt").write_text(str(step))
@@ -103,7 +105,15 @@ def test_an_intact_checkpoint_reads_clean(tmp_path, base):
 
 
 @pytest.mark.parametrize(
-    "damaged", ["arise/library.parquet", "arise/gate.json", "arise/config.yaml", "data.pt", "actor/model.pt"]
+    "damaged",
+    [
+        "arise/library.parquet",
+        "arise/gate.json",
+        "arise/pending_observations.json",
+        "arise/config.yaml",
+        "data.pt",
+        "actor/model.pt",
+    ],
 )
 def test_the_preflight_names_a_damaged_file_and_the_last_intact_checkpoint(tmp_path, base, damaged):
     root = tmp_path / "ckpt"

@@ -114,6 +114,22 @@ class LibraryReplica:
         out, self._observations = self._observations, []
         return out
 
+    # resume (recipe.arise.adapters.trainer_resume): the observations a checkpoint keeps
+    def pending(self) -> list[Observation]:
+        """The observations posted and not yet drained (the trainer saves them with a checkpoint)."""
+        return list(self._observations)
+
+    def restore(self, observations: list[Observation]) -> None:
+        """A checkpoint's pending observations, before any posted since."""
+        self._observations[:0] = list(observations)
+
+    def discard_groups(self, uids: list[str]) -> int:
+        """Drop the observations of the query groups ``uids`` (verl re-issues them); returns how many."""
+        gone = set(uids)
+        kept = [o for o in self._observations if o.uid not in gone]
+        dropped, self._observations = len(self._observations) - len(kept), kept
+        return dropped
+
 
 def get_or_create_replica():
     import ray

@@ -18,8 +18,8 @@ The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise`` on ve
   batch (``parameter_sync_step`` batches make one global step) and once per global step:
   UPDATE -> ADD -> EVICT -> LOAD -> DELETE with the step's observations and within-group
   contrasts; publish the new cache; append the per-step library log.
-- ``_save_checkpoint``: the library is written into the checkpoint folder (and copied to
-  ``trainer.default_hdfs_dir`` with the actor) before verl marks the checkpoint complete.
+- ``_save_checkpoint``: the library and the observations not yet drained go into the checkpoint folder
+  (and to ``trainer.default_hdfs_dir``) before verl marks it complete (``adapters.trainer_resume``).
 - ``_compute_metrics``: ARISE metrics go to verl's tracker with the step's other metrics, and one
   ``[arise] step ...`` line goes to the console.
 
@@ -44,6 +44,7 @@ import ray
 from omegaconf import OmegaConf
 from verl.utils.debug import marked_timer
 
+from recipe.arise.adapters import trainer_resume
 from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS, tool_step_metrics
 from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
@@ -247,6 +248,7 @@ class ARISEHooks(GateMixin, UploadMixin):
             except LibraryFormatError as error:
                 raise damaged_checkpoint(path, error) from error
             record_resume(self.arise_log_dir, self.global_steps, path, self.library)
+            self._arise_metrics.update(trainer_resume.restore_pending(self.library_replica, path, self.global_steps))
             moved = set_aside_steps_after(self.arise_log_dir, self.global_steps)
             if moved:
                 logger.warning(
@@ -274,20 +276,26 @@ class ARISEHooks(GateMixin, UploadMixin):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self.library.save(path)
             gate_path = self._save_gate(os.path.dirname(path))
+            pending = trainer_resume.save_pending(self.library_replica, path, self.global_steps)
             hdfs_dir = self.config.trainer.get("default_hdfs_dir", None)
             if hdfs_dir:  # next to the actor's remote copy (verl: <hdfs>/global_step_N/actor)
                 from verl.utils import hdfs_io
 
                 remote = os.path.join(hdfs_dir, f"global_step_{self.global_steps}", "arise")
                 hdfs_io.makedirs(remote, exist_ok=True)
-                hdfs_io.copy(path, os.path.join(remote, os.path.basename(path)))
-                hdfs_io.copy(gate_path, os.path.join(remote, GATE_FILE))
+                for local in (path, gate_path, pending):
+                    hdfs_io.copy(local, os.path.join(remote, os.path.basename(local)))
         # the settings this step was trained with (the preflight compares a resume's against them),
         # for every run, the baselines' included
         step_config = os.path.join(self._checkpoint_folder(self.global_steps), "arise", "config.yaml")
         os.makedirs(os.path.dirname(step_config), exist_ok=True)
         atomic_write(step_config, lambda f: f.write(OmegaConf.to_yaml(self.config, resolve=True).encode()))
         super()._save_checkpoint()
+
+    def _reissue_inflight_prompts(self, partition_id: str = "train") -> int:
+        uids = trainer_resume.inflight_groups(self.trainer_mode, partition_id)  # before verl re-tags them
+        self._arise_metrics.update(trainer_resume.reissued(self.library_replica, uids, self.global_steps))
+        return super()._reissue_inflight_prompts(partition_id=partition_id)
 
     def _publish(self):
         self._arise_version += 1
@@ -469,7 +477,7 @@ class ARISEHooks(GateMixin, UploadMixin):
             write_step_log(self.arise_log_dir, step, phase, events, self.library)
             maintenance_s = time.perf_counter() - started
         norm = bool(self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
-        self._arise_metrics = step_metrics(self.library, phase, observations, events, state, maintenance_s, norm)
+        self._arise_metrics.update(step_metrics(self.library, phase, observations, events, state, maintenance_s, norm))
         pass_rate = self._arise_metrics["arise/gate_pass_rate"]
         self._arise_metrics.update(self._gate_metrics(phase, sigma_used, observations, pass_rate))
 

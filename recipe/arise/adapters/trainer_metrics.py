@@ -66,6 +66,8 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
         )
     # query groups a failed agent-loop session left incomplete (recipe.arise.adapters.rollout_failures)
     failed = f" | failed groups {int(metrics.get('arise/rollout_failures', 0))}"
+    orphaned = int(metrics.get("arise/observations_orphaned", 0))  # their skill was dropped since selection
+    failed += f" | orphaned obs {orphaned}" if orphaned else ""
     if "arise/phase" not in metrics:  # arise.enable=false: plain GRPO through the same trainer
         score = metrics.get("critic/score/mean", 0.0)
         return f"[arise] step {step}/{total} | GRPO | score {score:.3f}{tool}{failed} | {t:.1f}s"
@@ -137,6 +139,8 @@ def step_metrics(
         "arise/evicted": float(len(events.evicted)),
         "arise/loaded": float(len(events.loaded)),
         "arise/deleted": float(len(events.deleted) + len(events.overflow)),
+        # observations of skills the library dropped since their trajectory selected them (not applied)
+        "arise/observations_orphaned": float(len(events.orphaned)),
         "arise/cache_size": float(len(library.cache)),
         "arise/reservoir_size": float(len(library.reservoir)),
         "arise/seeds_in_cache": float(sum(e.origin == "seed" for e in library.cache)),

@@ -358,8 +358,11 @@ class SkillLibrary:
                 ev.unknown_observations.append(repr(obs)[:80])
                 continue
             e = by_id.get(sid) if isinstance(sid, str) else None
-            if e is None or not math.isfinite(reward):
+            if not isinstance(sid, str) or not math.isfinite(reward):
                 ev.unknown_observations.append(str(sid)[:80])
+                continue
+            if e is None:  # async trainers: DELETE/OVERFLOW removed it after the trajectory selected it
+                ev.orphaned.append(sid[:80])
                 continue
             e.utility = b * e.utility + (1.0 - b) * reward
             e.usage_count += 1

@@ -218,7 +218,9 @@ class StepEvents:
     step: int
     updated: list[str] = field(default_factory=list)  # ids whose utility changed (unique, first-use order)
     n_observations: int = 0  # observations applied
-    unknown_observations: list[str] = field(default_factory=list)  # ids not in the library (skipped)
+    unknown_observations: list[str] = field(default_factory=list)  # malformed, or a non-finite reward (skipped)
+    # ids of skills the library no longer holds (deleted or dropped since a trajectory selected them)
+    orphaned: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     dropped_duplicates: list[dict] = field(default_factory=list)  # {"skill_name", "duplicate_of"}
     evicted: list[str] = field(default_factory=list)  # cache -> reservoir by EVICT

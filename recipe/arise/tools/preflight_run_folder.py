@@ -107,6 +107,7 @@ def saved_settings(root: Path, folder: Path) -> tuple[dict | None, str]:
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of the step resume_mode=auto resumes
 LIBRARY = Path("arise") / "library.parquet"
 GATE = Path("arise") / "gate.json"
+PENDING = Path("arise") / "pending_observations.json"  # recipe.arise.adapters.trainer_resume.PENDING_FILE
 
 
 def _torch_file_problem(path: Path) -> str | None:
@@ -128,8 +129,9 @@ def _torch_file_problem(path: Path) -> str | None:
 def unreadable_files(folder: Path, arise: bool) -> list[str]:
     """``path: why`` for each file of checkpoint ``folder`` its resume would fail to read: verl's
     ``data.pt`` and ``actor/*.pt`` (opened as archives, tensors not read) and, when the run restores
-    ARISE's state (``arise``), ``arise/library.parquet`` (read whole, page checksums verified) and
-    ``arise/gate.json``; ``arise/config.yaml`` always (the preflight compares its settings)."""
+    ARISE's state (``arise``), ``arise/library.parquet`` (read whole, page checksums verified),
+    ``arise/gate.json`` and ``arise/pending_observations.json``; ``arise/config.yaml`` always (the
+    preflight compares its settings)."""
     from omegaconf import OmegaConf
 
     from recipe.arise.core.library import SkillLibrary
@@ -153,6 +155,14 @@ def unreadable_files(folder: Path, arise: bool) -> list[str]:
                     raise ValueError(f"sigma {sigma}")
             except (OSError, ValueError, TypeError, KeyError) as error:
                 problems.append(f"{folder / GATE}: {type(error).__name__}: {error}")
+        step = folder.name.removeprefix("global_step_")
+        if (folder / PENDING).is_file() and step.isdigit():
+            from recipe.arise.adapters.trainer_resume import load_pending_observations
+
+            try:
+                load_pending_observations(str(folder / PENDING), int(step))
+            except ValueError as error:  # PendingObservationsError names the file
+                problems.append(str(error))
     if (folder / STEP_CONFIG).is_file():
         try:
             OmegaConf.load(folder / STEP_CONFIG)

@@ -64,20 +64,13 @@ ACTIVITY_KEYS = (
 )
 OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
 # arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool, failed and
-# refilled groups): no sign of ARISE
+# refilled groups, the groups verl re-issued on resume): no sign of ARISE
 RUN_KEYS = frozenset(
-    (
-        "arise/rows_dropped",
-        "arise/val_rows_dropped",
-        "arise/tool_calls",
-        "arise/tool_error_rate",
-        "arise/tool_s",
-        "arise/tool_calls_malformed",
-        "arise/rollout_failures",
-        "arise/rollout_dropped",
-        "arise/val_rollout_failures",
-        "arise/refilled_groups",
-    )
+    f"arise/{key}"
+    for key in (
+        "rows_dropped val_rows_dropped tool_calls tool_error_rate tool_s tool_calls_malformed rollout_failures "
+        "rollout_dropped val_rollout_failures refilled_groups reissued_groups reissued_observations_dropped"
+    ).split()
 )
 
 
