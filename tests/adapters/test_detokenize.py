@@ -122,6 +122,7 @@ def test_engine_params_reads_the_rollout_or_the_trainer_config():
 
 # ---------------------------------------------------------------- the trainer: gate rescoring, exact IG
 def _trainer(engine="vllm"):
+    from recipe.arise.adapters.trainer_metrics import StepState
     from recipe.arise.adapters.trainers import ARISETrainer
     from recipe.arise.core.library import SkillLibrary
 
@@ -133,6 +134,7 @@ def _trainer(engine="vllm"):
         tokenizer=ByteTokenizer(),
         config=SimpleNamespace(data={}, actor_rollout_ref=SimpleNamespace(rollout=SimpleNamespace(name=engine))),
         library=SkillLibrary(seed_skills=load_seed_skills(None)),
+        _step_state=StepState(),
     )
     for name in (
         "_init_gate",
