@@ -98,9 +98,9 @@ class Server:
         return SimpleNamespace(token_ids=list(reply), log_probs=None, num_preempted=0, extra_fields={})
 
 
-def trainer_config(max_turns=4, response_length=512, step_timeout_s=5.0, enable=False):
+def trainer_config(max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024):
     multi_turn = {"max_assistant_turns": max_turns, "max_user_turns": None}
-    rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": 1024, "response_length": response_length}
+    rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": prompt_length, "response_length": response_length}
     rollout["multi_turn"] = multi_turn
     selection = {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000}
     arise = {"enable": enable, "phase1_steps": 0, "selection": selection}
@@ -272,3 +272,9 @@ def test_an_error_of_the_loops_own_code_raises_and_the_environment_is_not_reused
     while not FakeEnv.instances[0].closed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert FakeEnv.instances[0].closed and env_agent_module.POOL.idle() == 0
+
+
+def test_a_first_prompt_over_the_prompt_length_is_refused_naming_it(tokenizer):
+    """verl would cut it from the left (the chat header, the task): an error names the setting."""
+    with pytest.raises(ValueError, match=r"over actor_rollout_ref.rollout.prompt_length=20"):
+        play(tokenizer, ["Action: look"], trainer_config(prompt_length=20))

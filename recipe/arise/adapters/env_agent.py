@@ -190,7 +190,7 @@ class ARISEEnvAgentLoop(AgentLoopBase):
                     self.episode.task_type = str(kind)
             self.episode.lines.append(("OBSERVATION", first.observation.strip()))
             messages = self._with_first_observation(messages, first)
-            self.prompt_ids = await self.ct_build_initial_tokens(messages)
+            self.prompt_ids = await self._first_prompt(messages)
             await self._turns(runner, messages, first.admissible, sampling_params)
         except EnvFailure as failure:
             if isinstance(failure.__cause__, ImportError):  # the environment's package or Java is missing
@@ -206,6 +206,21 @@ class ARISEEnvAgentLoop(AgentLoopBase):
             self.prompt_ids = await self.ct_build_initial_tokens(messages)
         self.episode.seconds = time.monotonic() - started
         return self._output()
+
+    async def _first_prompt(self, messages: list[dict]) -> list[int]:
+        """The first prompt's tokens. verl would cut an over-long one from the left (the chat header,
+        the task, the skill): refused instead, naming the setting (the dataset's length filter saw
+        the task alone, not the first observation)."""
+        ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+        )
+        limit = int(self.rollout_config.prompt_length)
+        if len(ids) > limit:
+            raise ValueError(
+                f"{AGENT_NAME}: the first prompt (the task, the skill and the first observation) has {len(ids)} "
+                f"tokens, over actor_rollout_ref.rollout.prompt_length={limit}: raise it, or list fewer actions"
+            )
+        return list(ids)
 
     def _time_left(self) -> float:
         return self.deadline - time.monotonic()
