@@ -5,6 +5,7 @@ or crashing environment, the turn budget, the skill in the first user turn."""
 
 import asyncio
 import json
+import shutil
 import threading
 import time
 from types import SimpleNamespace
@@ -65,10 +66,12 @@ class FakeEnv:
 def fake_env(monkeypatch):
     FakeEnv.instances = []
     monkeypatch.setitem(ENVS, "fake", lambda **options: FakeEnv(**options))
-    monkeypatch.setattr(env_agent_module, "POOL", EnvPool())  # each test starts its own environments
+    pool = EnvPool()
+    monkeypatch.setattr(env_agent_module, "POOL", pool)  # each test starts its own environments
     yield
     for env in FakeEnv.instances:
         env.release.set()
+    pool.close_all()  # a real environment's JVM too
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +101,20 @@ class Server:
         return SimpleNamespace(token_ids=list(reply), log_probs=None, num_preempted=0, extra_fields={})
 
 
-def trainer_config(max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024):
+def trainer_config(
+    max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024, episode_s=20.0
+):
     multi_turn = {"max_assistant_turns": max_turns, "max_user_turns": None}
     rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": prompt_length, "response_length": response_length}
     rollout["multi_turn"] = multi_turn
     selection = {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000}
     arise = {"enable": enable, "phase1_steps": 0, "selection": selection}
-    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": 20.0}
+    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": episode_s}
     return OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "arise": arise})
 
 
-def extra_info(**options):
-    env = {"name": "fake", "game": {"seed": 7}, "options": options}
+def extra_info(name="fake", game=None, **options):
+    env = {"name": name, "game": game or {"seed": 7}, "options": options}
     return {"env": json.dumps(env), "task_type": "keys", "question": "Take the key."}
 
 
@@ -278,3 +283,19 @@ def test_a_first_prompt_over_the_prompt_length_is_refused_naming_it(tokenizer):
     """verl would cut it from the left (the chat header, the task): an error names the setting."""
     with pytest.raises(ValueError, match=r"over actor_rollout_ref.rollout.prompt_length=20"):
         play(tokenizer, ["Action: look"], trainer_config(prompt_length=20))
+
+
+def test_a_real_textworld_express_game_is_won_by_its_gold_path(tokenizer):
+    """envcore's TWX adapter (a real JVM) behind the pool, played by the loop."""
+    pytest.importorskip("textworld_express")
+    if shutil.which("java") is None:
+        pytest.skip("no Java")
+    coin = {"game": "coin", "seed": 3, "fold": "train", "params": "numLocations=3,numDistractorItems=0,includeDoors=0"}
+    info = {**extra_info("twx", coin, step_limit=6), "task_type": ""}  # the environment names the type
+    replies = ["Action: look around", "Action: move east", "Action: take coin"]
+    config = trainer_config(prompt_length=8192, response_length=8192, step_timeout_s=60.0, episode_s=300.0)
+    _, output, _ = play(tokenizer, replies, config, info)
+    episode = output.extra_fields["env"]
+    assert episode["won"] is True and episode["turns"] == 3 and episode["failed"] is None
+    assert episode["task_type"] == "coin" and episode["invalid_actions"] == 0
+    assert [m for m, _ in runs(output.response_mask)] == [1, 0, 1, 0, 1]
