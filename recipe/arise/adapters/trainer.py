@@ -153,9 +153,7 @@ class ARISEHooks(GateMixin, UploadMixin):
     # ------------------------------------------------------------------ setup / checkpoints
     def _build_replay_buffer(self):
         inner = super()._build_replay_buffer()
-        # verl's ReplayBuffer.sample checks for finished rollouts every poll_interval (2.0 s, no
-        # config key), so every generation phase ends on a 2-s grid: ~1 s lost per step on average,
-        # in the GRPO baseline too (arise.enable=false takes this trainer as well)
+        # verl's ReplayBuffer.sample polls every 2.0 s (no config key): ~1 s lost a step, GRPO baseline too
         if hasattr(inner, "poll_interval"):
             inner.poll_interval = self.arise.replay_poll_s
         return _RecordingSampler(inner, self.config.actor_rollout_ref.rollout, self.arise.max_refill_batches)
@@ -397,7 +395,6 @@ class ARISEHooks(GateMixin, UploadMixin):
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)
-        # ---- end train_manager
         print(console_line(global_steps, self.total_training_steps, metrics), flush=True)
 
     def _extra_fields(self, batch) -> list:

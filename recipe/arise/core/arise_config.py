@@ -37,8 +37,7 @@ def _section(factory: Any, help: str) -> Any:
 
 @dataclass
 class SelectionConfig:
-    # sigma: "auto" (default) = calibrated so the gate passes gate_target_use of the queries
-    # (recipe.arise.core.calibration, docs/design.md: the calibrated gate); a number = that fixed sigma
+    # sigma: "auto" = calibrated to gate_target_use (core.calibration, docs/design.md); a number = fixed
     temperature: float | str = _key(
         "auto",
         "sigma of softmax(s_k / sigma): auto = calibrated to the gate's target pass rate; a number = fixed (paper 1)",
