@@ -1,5 +1,5 @@
 """The preflight's trainer checks (recipe/arise/tools/preflight_trainer.py): parameter_sync_step > 1
-under the sync trainer (ARISE's) is refused, naming the key verl reads and the fix."""
+under the sync and colocate_async trainers is refused, naming the key verl reads and the fix."""
 
 import copy
 import inspect
@@ -7,8 +7,13 @@ import inspect
 import pytest
 from omegaconf import OmegaConf
 
+from recipe.arise.adapters.trainer_modes import TRAINER_MODES
 from recipe.arise.tools import preflight
-from recipe.arise.tools.preflight_trainer import check_parameter_sync_step, max_parameter_sync_step, verl_mode
+from recipe.arise.tools.preflight_trainer import (
+    check_parameter_sync_step,
+    max_parameter_sync_step,
+    verl_mode,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +40,28 @@ def test_the_key_is_the_one_verl_reads_for_arises_trainer():
     assert ARISETrainer.trainer_mode.fget(None) == "sync" == verl_mode("arise")
 
 
+def test_every_arise_trainer_reads_its_verl_bases_mode():
+    from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+    from recipe.arise.adapters import trainers  # noqa: F401  (registers them)
+
+    for verl, arise in TRAINER_MODES.items():
+        assert verl_mode(arise) == verl_mode(verl) == verl == get_trainer_cls(arise).trainer_mode.fget(None)
+
+
 def test_the_limit_is_a_function_of_the_trainer_mode():
     assert max_parameter_sync_step("arise") == max_parameter_sync_step("sync") == 1
-    assert max_parameter_sync_step("separate_async") is None and max_parameter_sync_step("colocate_async") is None
+    # colocate_async aborts and sleeps the engines after each sampled batch too
+    assert max_parameter_sync_step("colocate_async") == max_parameter_sync_step("arise_colocate_async") == 1
+    assert max_parameter_sync_step("separate_async") is None
+
+
+def test_parameter_sync_step_above_1_is_refused_under_colocate_async_in_the_section_verl_reads(base):
+    _, _, cfg = base
+    cfg = _cfg(cfg, "trainer.v1.trainer_mode", "arise_colocate_async")
+    (finding,) = check_parameter_sync_step(_cfg(cfg, "trainer.v1.colocate_async.parameter_sync_step", 2))
+    assert finding.level == "ERROR" and finding.what.startswith("trainer.v1.colocate_async.parameter_sync_step=2")
+    assert "arise_colocate_async (colocate_async semantics)" in finding.what
 
 
 @pytest.mark.parametrize("section", ["sync", "arise"])

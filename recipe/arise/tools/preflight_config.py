@@ -189,7 +189,7 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         return f"{n} GPU(s), batch {cfg.data.train_batch_size} x n {cfg.actor_rollout_ref.rollout.n}"
 
     guarded("verl validate_config (main_ppo; actor config dataclass)", verl_validate)
-    findings += check_parameter_sync_step(cfg)  # the sync trainer: one sampled batch per weight sync
+    findings += check_parameter_sync_step(cfg)  # the sync modes: one sampled batch per weight sync
 
     def dataclasses():
         from verl.utils.config import omega_conf_to_dataclass

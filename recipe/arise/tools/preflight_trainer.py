@@ -1,13 +1,14 @@
 """The preflight's trainer checks: settings verl's v1 trainer reads per trainer mode
-(``trainer.v1.trainer_mode``), held to what that mode can run."""
+(``trainer.v1.trainer_mode``), held to what that mode can run. docs/trainer_modes.md"""
 
 from __future__ import annotations
 
+from recipe.arise.adapters.trainer_modes import TRAINER_MODES
 from recipe.arise.tools.preflight_common import Finding, select
 
-# trainer.v1.trainer_mode -> the verl mode whose semantics the trainer runs under: ARISE's trainer is
-# verl's sync trainer (recipe/arise/adapters/trainer.py: ARISETrainer.trainer_mode reads "sync")
-VERL_MODE = {"arise": "sync"}
+# trainer.v1.trainer_mode -> the verl mode whose semantics the trainer runs under: each ARISE trainer
+# pins its verl base's mode (recipe/arise/adapters/trainers.py), verl's own names are their own
+VERL_MODE = {arise: verl for verl, arise in TRAINER_MODES.items()}
 
 
 def verl_mode(mode: str) -> str:
@@ -17,10 +18,11 @@ def verl_mode(mode: str) -> str:
 def max_parameter_sync_step(mode: str) -> int | None:
     """The largest ``parameter_sync_step`` a trainer mode can run (None: no limit here). verl's
     ``PPOTrainer.step`` (verl/trainer/ppo/v1/trainer_base.py) samples that many batches per weight
-    sync; the sync trainer puts the engines to sleep after each sampled batch
-    (``PPOTrainerSync.on_sample_end``), so the next batch's rollouts and dynamic sampling's refills
-    would go to sleeping engines. The async modes run several batches per sync by design."""
-    return 1 if verl_mode(mode) == "sync" else None
+    sync; the sync and colocate_async trainers stop the engines after each sampled batch
+    (``on_sample_end``: sleep; colocate_async aborts too) and resume them only at ``on_step_end``, so
+    the next batch's rollouts and dynamic sampling's refills would go to stopped engines. Only
+    separate_async's standalone servers keep generating between syncs."""
+    return None if verl_mode(mode) == "separate_async" else 1
 
 
 def check_parameter_sync_step(cfg) -> list[Finding]:
@@ -41,8 +43,8 @@ def check_parameter_sync_step(cfg) -> list[Finding]:
         elif limit is not None and steps > limit:
             why = (
                 f"under trainer_mode {mode} ({verl_mode(mode)} semantics) verl samples {steps} batches per "
-                "global step and the rollout engines go to sleep after each one (PPOTrainerSync.on_sample_end): "
-                "the next batch's rollouts and dynamic sampling's refills would go to sleeping engines"
+                "global step and the rollout engines are stopped after each one (on_sample_end puts them to "
+                "sleep): the next batch's rollouts and dynamic sampling's refills would go to sleeping engines"
             )
             findings.append(Finding("ERROR", f"{key}={steps}: {why}", f"{key}={limit} (or drop it)"))
     return findings
