@@ -28,6 +28,11 @@ fi
 # separate_async (the end of this file): a second slot for the rollout server, one engine, the CPU weight sync
 if [ "${TRAINER_MODE:-sync}" = separate_async ]; then
   : "${GPUS_PER_NODE:=2}" "${ROLLOUT_GPUS:=1}" "${HYBRID_ENGINE:=False}" "${CKPT_ENGINE:=arise_cpu}"
+  # one micro-batch per mini-batch, as the other modes' 16 = 4 prompts x 4 (verl asserts whole ones)
+  case "${PARAM_SYNC_STEP:-1}" in
+    *[!0-9]* | 0) ;; # common.sh refuses it
+    *) : "${MICRO_BATCH:=$((${TRAIN_BATCH:-4} * ${GROUP_SIZE:-4} / ${PARAM_SYNC_STEP:-1}))}" ;;
+  esac
 fi
 
 # Sizes of the tiny local model's runs (defaults; common.sh turns them into the usual overrides,

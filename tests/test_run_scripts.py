@@ -403,6 +403,11 @@ def test_separate_async_on_cpu_takes_two_slots_one_engine_and_the_cpu_weight_syn
     assert cfg.trainer.v1.separate_async.parameter_sync_step == 1
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == cfg.data.train_batch_size == 4
     assert [f.level for f in _trainer_findings(cfg, entry)] == ["OK"]
+    # two mini-batches per sync: each one micro-batch (4 prompts x 4 / 2), which verl asserts whole
+    entry, _, pss2 = composed("cpu_smoke_arise.sh", {**env, "TRAINER_MODE": "separate_async", "PARAM_SYNC_STEP": "2"})
+    assert pss2.actor_rollout_ref.actor.ppo_mini_batch_size == 2
+    assert pss2.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 8
+    assert [f.level for f in _trainer_findings(pss2, entry)] == ["OK"]
     _, _, sync = composed("cpu_smoke_arise.sh", env)  # the other modes keep one slot and the naive sync
     assert sync.ray_kwargs.ray_init.num_gpus == 1
     assert sync.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"

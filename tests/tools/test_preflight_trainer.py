@@ -153,7 +153,12 @@ def test_separate_async_with_more_gpus_than_there_are_is_refused(separate):
     assert "= 8, ray_kwargs.ray_init.num_gpus gives 2" in what
     # several nodes: Ray's to count, said so
     nodes = _cfg(separate, "trainer.nnodes", 2)
-    assert [f.level for f in check_separate_async(nodes, local_gpus=8)] == ["INFO", "OK"]
+    info, _ = check_separate_async(nodes, local_gpus=8)
+    assert info.level == "INFO" and info.what.endswith("not checked: several nodes' GPUs are Ray's to count")
+    # one node without nvidia-smi: nothing to count, said so
+    info, ok = check_separate_async(separate, local_gpus=None)
+    assert info.level == "INFO" and info.what.endswith("not checked: no GPU count here (no nvidia-smi)")
+    assert ok.level == "OK"
 
 
 def test_the_preflight_runs_the_separate_async_checks(base):
@@ -162,3 +167,17 @@ def test_the_preflight_runs_the_separate_async_checks(base):
     errors = [f.what for f in preflight.check_config(cfg, entry, False, False) if f.level == "ERROR"]
     # verl's defaults: no rollout pool, the naive backend, parameter_sync_step 4 against one mini-batch
     assert len(errors) == 3 and all("separate" in e or "naive" in e for e in errors), errors
+
+
+def test_separate_async_with_a_mini_batch_of_no_whole_micro_batches_is_refused(separate):
+    """PARAM_SYNC_STEP=2 on the CPU run (4 prompts x 4, micro 16) failed in compute_log_prob."""
+    cfg = _cfg(
+        _cfg(separate, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 16), "trainer.n_gpus_per_node", 1
+    )
+    cfg = _cfg(_cfg(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size", 2), "data.train_batch_size", 4)
+    cfg = _cfg(_cfg(cfg, "actor_rollout_ref.rollout.n", 4), "actor_rollout_ref.rollout.n_gpus_per_node", 1)
+    (what,) = _errors(cfg)
+    assert what.startswith("a mini-batch of 2 x rollout.n 4 = 8 sequences over 1 trainer GPU(s) is no whole number")
+    assert "log_prob_micro_batch_size_per_gpu=16" in what
+    assert _errors(_cfg(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 8)) == []
+    assert _errors(_cfg(cfg, "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", True)) == []

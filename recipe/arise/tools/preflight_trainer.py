@@ -98,6 +98,7 @@ def check_separate_async(cfg, local_gpus: int | None = None) -> list[Finding]:
                 "PARAM_SYNC_STEP=<p>, TRAIN_BATCH a multiple of it (run_scripts/common.sh: mini = TRAIN_BATCH/p)",
             )
         )
+    findings += _check_micro_batches(cfg, mini, t_nodes * t_gpus)
     if select(cfg, "reward.reward_model.enable", False) and not select(
         cfg, "reward.reward_model.enable_resource_pool", False
     ):
@@ -121,6 +122,33 @@ def check_separate_async(cfg, local_gpus: int | None = None) -> list[Finding]:
     return findings
 
 
+def _check_micro_batches(cfg, mini, trainer_gpus: int) -> list[Finding]:
+    """Each of the ``parameter_sync_step`` sampled batches (``mini`` prompts x ``rollout.n``) is split
+    over the trainer's GPUs and into micro-batches; without dynamic batch sizes verl asserts each
+    GPU's share is whole micro-batches (``prepare_micro_batches``), first in ``compute_log_prob``."""
+    n = select(cfg, "actor_rollout_ref.rollout.n", 1)
+    findings = []
+    for micro_key, dynamic_key in (
+        (
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+        ),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.use_dynamic_bsz"),
+    ):
+        micro = select(cfg, micro_key)
+        if not mini or not micro or not trainer_gpus or select(cfg, dynamic_key, False):
+            continue
+        if (mini * n) % (micro * trainer_gpus):
+            name, seqs = micro_key.rsplit(".", 1)[1], mini * n
+            what = (
+                f"a mini-batch of {mini} x rollout.n {n} = {seqs} sequences over {trainer_gpus} trainer GPU(s) is no "
+                f"whole number of {name}={micro}: verl asserts it (prepare_micro_batches)"
+            )
+            fix = f"MICRO_BATCH dividing {seqs // trainer_gpus or 1} (run_scripts/common.sh), or fewer PARAM_SYNC_STEP"
+            findings.append(Finding("ERROR", what, fix))
+    return findings
+
+
 def _check_gpu_total(cfg, trainer: int, rollout: int, local_gpus: int | None) -> list[Finding]:
     ray_gpus = select(cfg, "ray_kwargs.ray_init.num_gpus")
     one_node = _gpus(cfg, "trainer")[0] <= 1 and _gpus(cfg, "actor_rollout_ref.rollout")[0] <= 1
@@ -129,8 +157,8 @@ def _check_gpu_total(cfg, trainer: int, rollout: int, local_gpus: int | None) ->
     elif one_node and local_gpus is not None:
         available, where = local_gpus, "this node's GPUs (nvidia-smi)"
     else:
-        what = f"separate_async: trainer + rollout GPUs ({trainer} + {rollout}) not checked: several nodes' are Ray's"
-        return [Finding("INFO", what)]
+        why = "no GPU count here (no nvidia-smi)" if one_node else "several nodes' GPUs are Ray's to count"
+        return [Finding("INFO", f"separate_async: trainer + rollout GPUs ({trainer} + {rollout}) not checked: {why}")]
     if trainer + rollout <= available:
         return []
     return [
