@@ -3,9 +3,9 @@ rollout servers of ``separate_async`` through Ray's object store. docs/trainer_m
 
 Every backend verl 0.9.1 ships needs an accelerator (nccl: cupy and CUDA; hccl, nixl, mooncake,
 kimi, delta_sharded), and ``separate_async`` refuses ``naive``, which only works where actor and
-rollout share a process. This one is registered as ``arise_cpu`` and loaded on the actor, the
-rollout workers and the trainer through ``actor_rollout_ref.rollout.checkpoint_engine.
-custom_backend_module=recipe.arise.cpu.cpu_checkpoint_engine`` (run_scripts/cpu_env.sh).
+rollout share a process. This one is registered as ``arise_cpu``; verl imports this module on the
+actor, the rollout workers and the trainer when the config names it
+(``actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module``, run_scripts/cpu_env.sh).
 
 Transport: each rollout worker owns one ``ray.util.queue.Queue`` (made at its first ``prepare``);
 ``build_topology`` hands every queue to the actor's master rank, which puts each bucket of weights
