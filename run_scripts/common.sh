@@ -90,13 +90,44 @@ CKPT_DIR=$(abspath "${CKPT_DIR:-checkpoints/$PROJECT/${EXPERIMENT:-run}}")
 VERL_FILE_LOGGER_PATH=$(abspath "${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}")
 LOGGER=${LOGGER:-"['console','file']"}
 STRATEGY=${STRATEGY:-fsdp2}                 # the actor's FSDP engine (the CPU end-to-end run uses the same)
-# main_arise runs the ARISE trainer registered for verl's mode; the preflight refuses a mode ARISE has
-# no trainer for yet (separate_async)
-TRAINER_MODE=${TRAINER_MODE:-sync}          # verl's v1 trainer mode: sync | colocate_async (docs/trainer_modes.md)
+# main_arise runs the ARISE trainer registered for verl's mode (docs/trainer_modes.md)
+TRAINER_MODE=${TRAINER_MODE:-sync}          # verl's v1 trainer mode: sync | colocate_async | separate_async (docs/trainer_modes.md)
 case "$TRAINER_MODE" in
   sync | colocate_async | separate_async) ;;
   *) echo "unknown TRAINER_MODE=$TRAINER_MODE (sync, colocate_async or separate_async)" >&2; exit 2 ;;
 esac
+# separate_async: the standalone rollout servers get GPUs of their own on every node (the trainer the
+# rest), weights reach them through a checkpoint engine, and verl trains on PARAM_SYNC_STEP mini-batches
+# of TRAIN_BATCH/PARAM_SYNC_STEP queries between two weight syncs (verl: train_batch = pss x mini)
+PARAM_SYNC_STEP=${PARAM_SYNC_STEP:-1}       # separate_async: mini-batches (policy updates) per weight sync
+MINI_BATCH=$TRAIN_BATCH
+SEPARATE_OVERRIDES=()
+if [ "$TRAINER_MODE" != separate_async ] && [ "$PARAM_SYNC_STEP" != 1 ]; then
+  echo "PARAM_SYNC_STEP=$PARAM_SYNC_STEP: only separate_async trains several mini-batches per weight sync" >&2
+  exit 2
+fi
+if [ "$TRAINER_MODE" = separate_async ]; then
+  ROLLOUT_GPUS=${ROLLOUT_GPUS:-$((GPUS_PER_NODE / 2))}  # separate_async: each node's GPUs for rollout
+  ROLLOUT_NNODES=${ROLLOUT_NNODES:-$NNODES}  # separate_async: nodes with rollout GPUs
+  HYBRID_ENGINE=${HYBRID_ENGINE:-True}       # separate_async: also rollout replicas on the trainer's GPUs
+  CKPT_ENGINE=${CKPT_ENGINE:-nccl}           # separate_async: the weight-sync backend (never naive)
+  case "$PARAM_SYNC_STEP" in '' | *[!0-9]* | 0)
+    echo "PARAM_SYNC_STEP=$PARAM_SYNC_STEP: a whole number >= 1" >&2; exit 2 ;;
+  esac
+  if [ $((TRAIN_BATCH % PARAM_SYNC_STEP)) != 0 ]; then
+    echo "TRAIN_BATCH=$TRAIN_BATCH is no multiple of PARAM_SYNC_STEP=$PARAM_SYNC_STEP (separate_async)" >&2
+    exit 2
+  fi
+  MINI_BATCH=$((TRAIN_BATCH / PARAM_SYNC_STEP))
+  SEPARATE_OVERRIDES=(
+    trainer.n_gpus_per_node=$((GPUS_PER_NODE - ROLLOUT_GPUS))
+    actor_rollout_ref.rollout.nnodes=$ROLLOUT_NNODES
+    actor_rollout_ref.rollout.n_gpus_per_node=$ROLLOUT_GPUS
+    trainer.v1.separate_async.parameter_sync_step=$PARAM_SYNC_STEP
+    ++actor_rollout_ref.hybrid_engine=$HYBRID_ENGINE
+    actor_rollout_ref.rollout.checkpoint_engine.backend=$CKPT_ENGINE
+  )
+fi
 
 # Rollout engine: vllm (default) or sglang (pip install "verl[sglang]==0.9.1"); both return the prompt
 # log-probs the skill scoring needs in verl's layout (tests/contracts/test_prompt_logprobs.py).
@@ -136,7 +167,7 @@ ENGINE_OVERRIDES=(
   data.max_response_length=$MAX_RESPONSE
   data.train_batch_size=$TRAIN_BATCH
   actor_rollout_ref.actor.strategy=$STRATEGY
-  actor_rollout_ref.actor.ppo_mini_batch_size=$TRAIN_BATCH
+  actor_rollout_ref.actor.ppo_mini_batch_size=$MINI_BATCH
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH
   actor_rollout_ref.rollout.name=$ROLLOUT
   actor_rollout_ref.rollout.tensor_model_parallel_size=$TP
@@ -147,6 +178,7 @@ ENGINE_OVERRIDES=(
   data.val_batch_size=$VAL_BATCH
   trainer.n_gpus_per_node=$GPUS_PER_NODE
   trainer.nnodes=$NNODES
+  ${SEPARATE_OVERRIDES[@]+"${SEPARATE_OVERRIDES[@]}"}
 )
 [ -n "${MAX_NUM_SEQS:-}" ] && ENGINE_OVERRIDES+=(actor_rollout_ref.rollout.max_num_seqs=$MAX_NUM_SEQS)
 # the tool agent: every assistant turn, tool call and (clipped) tool result shares the response's

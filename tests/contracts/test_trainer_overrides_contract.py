@@ -1,6 +1,7 @@
 """The private verl trainer methods recipe/arise/adapters/trainer.py overrides exist, with the signatures
 the overrides assume (``ARISEHooks`` before each verl v1 trainer ARISE registers a trainer on,
-recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync``):
+recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync``,
+``PPOTrainerSeparateAsync``):
 
 - every method ``ARISEHooks`` defines that verl's trainer also defines (``__init__``,
   ``_build_replay_buffer``, ``_load_checkpoint``, ``_save_checkpoint``, ``_compute_metrics``,
@@ -10,6 +11,8 @@ recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync
 - the mixins ``ARISEHooks`` takes parts of its body from (``trainer_gate.GateMixin``,
   ``trainer_upload.UploadMixin``) define no method verl's trainer defines, so every override is in
   trainer.py's class body, where the checks above read it;
+- verl's separate_async ``_setup`` still hands ``logger.info`` print's ``flush`` keyword, which
+  ``trainers.DropFlush`` drops (when verl stops, the adapter can go);
 - the replay buffer the override wraps (``_RecordingSampler``; the mode's: ``ReplayBuffer`` for sync,
   ``ReplayBufferAsync`` otherwise) has ``sample(global_steps,
   partition_id, batch_size)`` and a ``poll_interval`` constructor parameter (default 2.0 s) that
@@ -38,6 +41,10 @@ BASES = {
     ),
     "colocate_async": (
         ("verl.trainer.ppo.v1.trainer_colocate_async", "PPOTrainerColocateAsync"),
+        ("verl.trainer.ppo.v1.replay_buffer", "ReplayBufferAsync"),
+    ),
+    "separate_async": (
+        ("verl.trainer.ppo.v1.trainer_separate_async", "PPOTrainerSeparateAsync"),
         ("verl.trainer.ppo.v1.replay_buffer", "ReplayBufferAsync"),
     ),
 }
@@ -237,3 +244,23 @@ def test_the_reissued_groups_are_read_as_verl_reads_them(stack, base):
     assert theirs == "tag.get('is_prompt', False) and tag.get('status') in ('pending', 'running')", theirs
     assert _condition(ours, "key") == [theirs]
     assert "if self.trainer_mode == 'sync':\n        return 0" in ast.unparse(verl)
+
+
+def test_verls_separate_async_setup_still_logs_with_flush_which_arise_drops(stack, caplog):
+    """``trainers.DropFlush`` exists for one line of verl's separate_async ``_setup`` (hybrid_engine=False)."""
+    import logging
+
+    module, cls = BASES["separate_async"][0]
+    setup = find_method(_verl_parent(stack), module, cls, "_setup")
+    logs = [c for c in ast.walk(setup) if isinstance(c, ast.Call) and ast.unparse(c.func).startswith("logger.")]
+    flushed = [c for c in logs if any(k.arg == "flush" for k in c.keywords)]
+    assert flushed, "verl's separate_async _setup no longer logs with flush=: drop trainers.DropFlush"
+    from recipe.arise.adapters.trainers import DropFlush
+
+    logger = logging.getLogger("arise.test_drop_flush")
+    logger.setLevel(logging.INFO)  # verl sets its loggers to INFO (VERL_LOGGING_LEVEL)
+    with pytest.raises(TypeError, match="flush"):
+        logger.info("x", flush=True)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        DropFlush(logger, {}).info("hybrid replicas disabled", flush=True)
+    assert "hybrid replicas disabled" in caplog.text

@@ -1,7 +1,7 @@
 """The ARISE steps at the hooks of verl's v1 PPO trainer: :class:`ARISEHooks`.
 
-The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise`` on verl's sync trainer,
-``arise_colocate_async`` on its colocate_async one) are this mixin before a verl base. Nothing of
+The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise``, ``arise_colocate_async``,
+``arise_separate_async`` on verl's three) are this mixin before a verl base. Nothing of
 ``fit()``/``step()`` is copied; each ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainer`
 (docs/design.md, docs/trainer_modes.md):
 

@@ -9,9 +9,7 @@ resolves the trainer, and the preflight checks it the same way (:func:`arise_tra
 from __future__ import annotations
 
 # verl's mode -> the ARISE trainer registered for it (recipe.arise.adapters.trainers)
-TRAINER_MODES = {"sync": "arise", "colocate_async": "arise_colocate_async"}
-# verl's modes ARISE does not run yet, and where that work is tracked
-NOT_YET = {"separate_async": "issue 41"}
+TRAINER_MODES = {"sync": "arise", "colocate_async": "arise_colocate_async", "separate_async": "arise_separate_async"}
 
 
 class TrainerModeError(ValueError):
@@ -24,10 +22,5 @@ def arise_trainer_mode(name: str) -> str:
         return name
     if name in TRAINER_MODES:
         return TRAINER_MODES[name]
-    for mode, issue in NOT_YET.items():
-        if name in (mode, f"arise_{mode}"):
-            raise TrainerModeError(
-                f"trainer.v1.trainer_mode={name}: ARISE under verl's {mode} is not yet supported: {issue}"
-            )
     known = ", ".join(f"{verl} ({arise})" for verl, arise in TRAINER_MODES.items())
     raise TrainerModeError(f"trainer.v1.trainer_mode={name!r} is no ARISE trainer; one of {known}")

@@ -27,7 +27,7 @@ from recipe.arise.tools.preflight_common import (
 )
 from recipe.arise.tools.preflight_data import check_data_rows
 from recipe.arise.tools.preflight_run_folder import check_resume, check_run_folder
-from recipe.arise.tools.preflight_trainer import check_parameter_sync_step
+from recipe.arise.tools.preflight_trainer import check_trainer
 
 
 # ------------------------------------------------------------------------------------------ compose
@@ -191,7 +191,7 @@ def check_config(cfg, entry: str = ARISE_ENTRY, check_paths: bool = True, check_
         return f"{n} GPU(s), batch {cfg.data.train_batch_size} x n {cfg.actor_rollout_ref.rollout.n}"
 
     guarded("verl validate_config (main_ppo; actor config dataclass)", verl_validate)
-    findings += check_parameter_sync_step(cfg)  # the sync trainer: one sampled batch per weight sync
+    findings += check_trainer(cfg)  # per trainer mode: parameter_sync_step, separate_async's resources
 
     def dataclasses():
         from verl.utils.config import omega_conf_to_dataclass
