@@ -81,7 +81,11 @@ _WARNED: set[str] = set()
 # of your own through with_skills) cannot honour train_manager either: only arise_agent puts the
 # skill into the response. Checked at start-up by the trainer and the preflight, and again when an
 # ARISE loop is built (docs/agent_loops.md).
-AGENT_LOOPS = {"arise_agent": (), "arise_tool_agent": ("selection.train_manager",)}
+AGENT_LOOPS = {
+    "arise_agent": (),
+    "arise_tool_agent": ("selection.train_manager",),
+    "arise_env_agent": ("selection.train_manager",),
+}
 # verl's own loops carry no skill layer: with ARISE on, nothing would ever be selected
 VERL_LOOPS = ("single_turn_agent", "tool_agent")
 

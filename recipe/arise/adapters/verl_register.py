@@ -2,8 +2,8 @@
 
 verl imports the modules listed in ``VERL_USE_EXTERNAL_MODULES`` on ``import verl`` in every
 process (driver, TaskRunner, agent-loop and reward workers); ``arise_trainer.yaml`` sets it in
-Ray's runtime env so the ARISE trainers ("arise", "arise_colocate_async") and the "arise_agent" /
-"arise_tool_agent" agent loops are found by name.
+Ray's runtime env so the ARISE trainers ("arise", "arise_colocate_async") and the "arise_agent",
+"arise_tool_agent" and "arise_env_agent" agent loops are found by name.
 It also makes ARISE's warnings visible in each of those processes (:func:`show_warnings`).
 """
 
@@ -13,7 +13,7 @@ from recipe.arise.cpu import verl_plugin  # noqa: F401  isort: skip
 import logging  # noqa: E402
 import sys  # noqa: E402
 
-from recipe.arise.adapters import agent_loop, tool_agent, trainers  # noqa: F401,E402  (registration side effects)
+from recipe.arise.adapters import agent_loop, env_agent, tool_agent, trainers  # noqa: F401,E402  (registration side effects)
 
 ARISE_LOGGER = "recipe.arise"
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .env_config import EnvConfig
 from .library import SkillLibrary
 from .skill import MAX_DOC_CHARS
 
@@ -68,8 +69,7 @@ class SelectionConfig:
     )
     use_gate: bool = _key(True, "ablation (d) no_gate: false admits every selection", "ablation")
     max_skill_tokens: int = _key(128, "a skill's text is truncated to this many tokens for scoring", "paper")
-    # the paper's sigma and delta only behave as reported with "mean" (docs/design.md); "pmi": how much
-    # the query raises the skill, one extra request per cache skill and library version
+    # sigma and delta behave as the paper reports only with "mean" (docs/design.md); pmi: +1 request per skill
     score_norm: str = _key(
         "mean",
         "s_k from the skill's token log-probs: mean (authors' code) | sum (Eq. 2) | pmi (mean minus query-free mean)",
@@ -344,6 +344,7 @@ class ARISEConfig:
     reward: RewardConfig = _section(RewardConfig, "the hierarchical reward 0 / 1 / 2")
     ig: IGConfig = _section(IGConfig, "exact information gain (App. D.3), a diagnostic")
     validation: ValidationConfig = _section(ValidationConfig, "evaluation with ARISE active")
+    env: EnvConfig = _section(EnvConfig, "arise_env_agent's episodes: time limits, the summary's domain")
 
     def __post_init__(self):
         _check_types(self)

@@ -17,6 +17,7 @@ __all__ = [
     "ACTION_PREFIX",
     "MAX_LISTED_ACTIONS",
     "first_turn",
+    "invalid_turn",
     "observation_turn",
     "parse_action",
     "task_prompt",
@@ -28,6 +29,7 @@ INSTRUCTIONS = (
     "You are playing a text game. Each turn you read what you observe and reply with one action. "
     f"End your reply with a line '{ACTION_PREFIX} <action>'."
 )
+INVALID_REPLY = f"Your reply has no action. End it with a line '{ACTION_PREFIX} <action>'."
 _ACTION = re.compile(r"^\s*action\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -51,6 +53,11 @@ def _admissible(actions: Sequence[str] | None) -> str:
 def observation_turn(observation: str, admissible: Sequence[str] | None = None) -> str:
     """A user turn with an observation (and the admissible actions where the environment lists them)."""
     return str(observation).strip() + _admissible(admissible)
+
+
+def invalid_turn(admissible: Sequence[str] | None = None) -> str:
+    """The user turn after a reply with no action line (the environment was not stepped)."""
+    return INVALID_REPLY + _admissible(admissible)
 
 
 def first_turn(user_turn: str, observation: str, admissible: Sequence[str] | None = None) -> str:
