@@ -265,3 +265,63 @@ def test_a_programming_error_in_the_reward_is_recorded_for_the_trainer(monkeypat
         run(monkeypatch, ARISEConfig(), AIDED, pool=pool)
     (failure,) = pool.failures
     assert failure["programming"] and failure["error"].startswith("KeyError") and "in broken" in failure["traceback"]
+
+
+# ------------------------------------------------------------------ environment episodes (arise_env_agent)
+
+EPISODE = {
+    "won": True,
+    "turns": 3,
+    "invalid_actions": 1,
+    "seconds": 0.5,
+    "task_type": "keys",
+    "failed": None,
+    "stop": "done",
+    "transcript": "OBSERVATION: A room.\nACTION: take key\nOBSERVATION: You won!",
+}
+
+
+@pytest.mark.parametrize(
+    "episode, fields, score",
+    [
+        (EPISODE, AIDED, 2.0),
+        (EPISODE, CONTROL, 1.0),
+        ({**EPISODE, "won": False}, AIDED, 0.0),
+        ({**EPISODE, "won": False, "failed": "timeout: step took over 60.0 s", "stop": "failed"}, CONTROL, 0.0),
+    ],
+)
+def test_an_episode_is_scored_by_the_environment_not_the_grader(monkeypatch, episode, fields, score):
+    """R = hierarchical_reward(won, skill used, phase); the response ("\\boxed{3}", which the grader
+    would accept against "3") is not graded."""
+    monkeypatch.setattr(reward_manager_module, "grade_checked", lambda *a, **k: pytest.fail("graded"))
+    out, posted = run(monkeypatch, ARISEConfig(), {**fields, "env": episode}, truth="")
+    assert out["reward_score"] == score
+    info = out["reward_extra_info"]
+    assert info["acc"] == float(episode["won"]) and info["env_turns"] == 3.0 and info["env_invalid"] == 1.0
+    assert info["env_failed"] == float(episode["failed"] is not None)
+    assert posted[0].correct is episode["won"] and posted[0].reward == score and posted[0].grader_error is None
+
+
+def test_a_math_trajectory_has_no_env_columns(monkeypatch):
+    out, _ = run(monkeypatch, ARISEConfig(), AIDED)
+    assert not [k for k in out["reward_extra_info"] if k.startswith("env_")]
+
+
+@pytest.mark.parametrize("episode", ["won", {**EPISODE, "won": 1}, {k: v for k, v in EPISODE.items() if k != "turns"}])
+def test_an_episode_record_that_is_not_the_loops_is_an_error_naming_it(episode):
+    from recipe.arise.adapters.reward_manager import env_episode
+
+    with pytest.raises(ValueError, match=r"extra_fields\['env'\]"):
+        env_episode({"env": episode})
+
+
+def test_a_streamed_episode_trace_is_its_transcript_marked_env(monkeypatch):
+    manager = object.__new__(ARISERewardManager)
+    manager.arise = ARISEConfig.from_dict({"summary": {"tool_result_chars": 5}})
+    item = SimpleNamespace(non_tensor_batch={"raw_prompt": QUERY, "extra_info": {"question": "Take the key."}})
+    from recipe.arise.core.trajectory import TrajectoryInfo
+
+    trace = manager._trace(item, [], None, TrajectoryInfo(), EPISODE)
+    assert trace["env"] is True and trace["question"] == "Take the key."
+    # each observation clipped to tool_result_chars (core.transcript.env_transcript)
+    assert trace["text"] == "OBSERVATION: A roo\nACTION: take key\nOBSERVATION: You w"

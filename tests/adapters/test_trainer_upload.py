@@ -254,3 +254,28 @@ def test_the_trainer_reads_a_batchs_fields_through_one_reader_that_skips_padding
     assert upload_mod.batch_fields(padding, ["uid"]) is None
     assert cls._extra_fields(host, padding) == [] and cls._skill_tokens_in_loss(host, padding) == 0.0
     assert cls._tau_plus_groups(host, padding) == [] and len(calls) == 2  # nothing asked of the store
+
+
+def test_tau_plus_traces_of_an_environment_episode_are_its_transcript(monkeypatch):
+    """arise_env_agent's episodes: the summary reads the episode's OBSERVATION / ACTION transcript
+    (core.transcript.env_transcript), marked env, not the tokens' ASSISTANT / TOOL RESULT rendering."""
+    transcript = "OBSERVATION: A room. " + "A key is here. " * 30 + "\nACTION: take key\nOBSERVATION: You won!"
+    won = {"won": True, "turns": 1, "invalid_actions": 0, "failed": None, "transcript": transcript}
+    lost = {**won, "won": False, "transcript": "OBSERVATION: A room.\nACTION: look\nOBSERVATION: A room."}
+    ids = [ord(c) for c in "Action: take key"] + [ord(c) for c in "U:You won!"] + [ord("x")]
+    mask = [1] * 16 + [0] * 10 + [1]
+    data = {
+        "uid": ["q1"] * 2,
+        "responses": _Jagged([ids, ids]),
+        "response_mask": _Jagged([mask, mask]),
+        "rm_scores": _Jagged([[0.0] * (len(ids) - 1) + [1.0], [0.0] * len(ids)]),
+        "raw_prompt": [[{"role": "user", "content": "Take the key."}]] * 2,
+        "extra_info": [{"question": "Take the key."}] * 2,
+        "extra_fields": [{"env": won}, {"env": lost}],
+    }
+    group, _ = _tau_plus_group(monkeypatch, data)
+    (trace,) = group["traces"]
+    assert trace["env"] is True and trace["tool_turns"] == 1
+    lines = trace["text"].split("\n")
+    assert lines[0].startswith("OBSERVATION: A room.") and len(lines[0]) == len("OBSERVATION: ") + 200
+    assert lines[1:] == ["ACTION: take key", "OBSERVATION: You won!"]

@@ -147,7 +147,8 @@ class Episode:
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in dataclasses.asdict(self).items() if k != "lines"}
-        out["transcript"] = "\n".join(f"{label}: {text}" for label, text in self.lines)
+        # one line per part (core.transcript.env_transcript reads it): an observation's own line breaks are spaces
+        out["transcript"] = "\n".join(f"{label}: {' '.join(str(text).split())}" for label, text in self.lines)
         return out
 
 

@@ -66,14 +66,19 @@ class LibraryReplica:
         return self._snapshot
 
     def record(self, observation: Observation, trace: dict[str, Any] | None = None):
-        """One training trajectory. ``trace`` (text, question, messages) feeds the summary stream:
+        """One training trajectory. ``trace`` (text, question, messages, env) feeds the summary stream:
         the return value is the group claimed for a summary rollout when this trajectory completes
         one (see :meth:`SummaryStream.add`), else None."""
         self._observations.append(observation)
         if trace is None:
             return None
         return self._stream.add(
-            observation.uid, observation.reward, trace["text"], trace["question"], trace.get("messages")
+            observation.uid,
+            observation.reward,
+            trace["text"],
+            trace["question"],
+            trace.get("messages"),
+            bool(trace.get("env")),
         )
 
     # the summary stream (arise.summary.stream): the trainer opens and closes it around each sample

@@ -4,6 +4,9 @@ Load it with ``reward.reward_manager.source=importlib``,
 ``reward.reward_manager.module.path=pkg://recipe.arise.adapters.reward_manager`` and
 ``reward.reward_manager.name=ARISERewardManager`` (as ``arise_trainer.yaml`` does).
 
+An environment episode (``arise_env_agent``: ``extra_fields["env"]``) is not graded: its ``won`` is
+the task reward, and ``reward_extra_info`` adds ``env_turns``, ``env_invalid`` and ``env_failed``.
+
 Reported per trajectory in ``reward_extra_info``: ``acc`` (binary correctness), ``score`` (R),
 ``skill_used``, ``skill_scored`` (the cache was scored for its query) and ``max_p`` (the softmax's
 top probability the gate compared with delta; 0 when not scored) — at evaluation these tell a gate
@@ -31,9 +34,27 @@ from recipe.arise.core.observation import Observation
 from recipe.arise.core.reward import hierarchical_reward
 from recipe.arise.core.summary import generate_summary, summary_prompt_ids
 from recipe.arise.core.trajectory import TrajectoryInfo
+from recipe.arise.core.transcript import env_transcript
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+
+EPISODE_FIELDS = {"won": bool, "turns": int, "invalid_actions": int, "transcript": str}
+
+
+def env_episode(extra_fields) -> dict | None:
+    """The environment episode ``arise_env_agent`` recorded (``extra_fields["env"]``), else None;
+    ValueError naming the field when the record is not the loop's."""
+    episode = extra_fields.get("env") if isinstance(extra_fields, dict) else None
+    if episode is None:
+        return None
+    if not isinstance(episode, dict):
+        raise ValueError(f"extra_fields['env'] must be arise_env_agent's episode record (a dict), got {episode!r:.200}")
+    for key, kind in EPISODE_FIELDS.items():
+        if not isinstance(episode.get(key), kind):
+            raise ValueError(f"extra_fields['env'][{key!r}] must be a {kind.__name__}, got {episode.get(key)!r:.100}")
+    return episode
 
 
 class ARISERewardManager(RewardManagerBase):
@@ -54,15 +75,22 @@ class ARISERewardManager(RewardManagerBase):
         response_ids = item.batch["responses"]
         valid_length = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
         ids = response_ids[:valid_length]
-        response = await self.loop.run_in_executor(None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True))
-        ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         # what the agent loop recorded (every field at its default for a plain single-turn loop)
-        info = TrajectoryInfo.from_extra_fields(item.non_tensor_batch.get("tool_extra_fields", None))
-
-        timeout = self.arise.reward.timeout_s
-        correct, grader_error = await self.loop.run_in_executor(
-            None, lambda: grade_checked(response, ground_truth, timeout_s=timeout)
-        )
+        extra_fields = item.non_tensor_batch.get("tool_extra_fields", None)
+        info = TrajectoryInfo.from_extra_fields(extra_fields)
+        episode = env_episode(extra_fields)
+        response = None
+        if episode is not None:  # an environment episode: success is the environment's, nothing to grade
+            correct, grader_error = episode["won"], None
+        else:
+            response = await self.loop.run_in_executor(
+                None, lambda: self.tokenizer.decode(ids, skip_special_tokens=True)
+            )
+            ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
+            timeout = self.arise.reward.timeout_s
+            correct, grader_error = await self.loop.run_in_executor(
+                None, lambda: grade_checked(response, ground_truth, timeout_s=timeout)
+            )
         skill_id = info.skill_id
         phase = info.phase  # the Manager's phase (selection, control arm)
         # ablation (a) keeps the Manager in Phase II and only the reward binary
@@ -75,7 +103,7 @@ class ARISERewardManager(RewardManagerBase):
         if replica is not None and not info.validate:
             trace = None
             if self.arise.summary.enable and self.arise.summary.stream:
-                trace = self._trace(item, ids, response, info)
+                trace = self._trace(item, ids, response, info, episode)
             messages = tool_selection = None
             if self.arise.selection.posts_queries(phase):
                 # sigma is calibrated on the queries of every generated group, those dynamic sampling
@@ -103,22 +131,32 @@ class ARISERewardManager(RewardManagerBase):
                 task = asyncio.get_running_loop().create_task(self._stream_summary(replica, group))
                 self._summaries.add(task)
                 task.add_done_callback(self._summaries.discard)
-        return {
-            "reward_score": float(score),
-            "reward_extra_info": {
-                "acc": float(correct),
-                "score": float(score),
-                "skill_used": float(bool(skill_id)),
-                "skill_scored": float(bool(info.scores)),
-                "max_p": float(info.max_prob or 0.0),
-            },
+        extra_info = {
+            "acc": float(correct),
+            "score": float(score),
+            "skill_used": float(bool(skill_id)),
+            "skill_scored": float(bool(info.scores)),
+            "max_p": float(info.max_prob or 0.0),
         }
+        if episode is not None:  # verl keys the batch's columns by its first row: a batch is all episodes or none
+            extra_info.update(
+                env_turns=float(episode["turns"]),
+                env_invalid=float(episode["invalid_actions"]),
+                env_failed=float(episode.get("failed") is not None),
+            )
+        return {"reward_score": float(score), "reward_extra_info": extra_info}
 
-    def _trace(self, item, ids, response: str, record: TrajectoryInfo) -> dict:
+    def _trace(self, item, ids, response: str | None, record: TrajectoryInfo, episode: dict | None = None) -> dict:
         """What the summary prompt needs of this trajectory: its trace (without a skill line the
-        Manager wrote at the start of the response), the question, the chat messages."""
+        Manager wrote at the start of the response; an environment episode's transcript, compacted
+        to the summary's budget), the question, the chat messages."""
         text = response
-        if record.skill_in_response:
+        if episode is not None:
+            cfg = self.arise.summary
+            text = env_transcript(
+                episode["transcript"], cfg.trace_clip_chars, cfg.tool_result_chars, cfg.transcript_chars
+            ).text
+        elif record.skill_in_response:
             lead = record.skill_tokens
             text = self.tokenizer.decode(ids[lead:], skip_special_tokens=True)
         messages = [dict(m) for m in list(item.non_tensor_batch.get("raw_prompt", None) or [])]
@@ -127,7 +165,7 @@ class ARISERewardManager(RewardManagerBase):
         if not question:
             users = [m for m in messages if m.get("role") == "user"]
             question = str(users[-1].get("content", "")) if users else ""
-        return {"text": text, "question": question, "messages": messages}
+        return {"text": text, "question": question, "messages": messages, "env": episode is not None}
 
     async def _stream_summary(self, replica, group: dict) -> None:
         """Generate a claimed group's summary on the rollout servers and deliver it to the replica;
@@ -140,7 +178,7 @@ class ARISERewardManager(RewardManagerBase):
             if self._llm_client is None:
                 raise RuntimeError("the library replica holds no rollout client (the ARISE trainer publishes it)")
             kwargs = self.config.data.get("apply_chat_template_kwargs", None)
-            prompt_ids = summary_prompt_ids(self.tokenizer, group, cfg, kwargs)
+            prompt_ids = summary_prompt_ids(self.tokenizer, group, cfg, kwargs, self.arise.env.summary_domain)
             result["prompt_tokens"] = len(prompt_ids)
             result["token_ids"] = await generate_summary(self._llm_client, prompt_ids, cfg)
         except Exception as exc:  # delivered as a failed summary, as the trainer counts them

@@ -31,7 +31,7 @@ from recipe.arise.core.scoring import scoring_suffix
 from recipe.arise.core.selection import truncate_skill_for_scoring
 from recipe.arise.core.summary import summary_prompt_ids, summary_sampling_params, summary_skills
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
-from recipe.arise.core.transcript import trace_transcript
+from recipe.arise.core.transcript import env_transcript, trace_transcript
 
 if TYPE_CHECKING:
     from recipe.arise.adapters.scoring_context import ScoringContext
@@ -78,8 +78,9 @@ class UploadMixin:
     def _tau_plus_groups(self, batch) -> list[dict[str, Any]]:
         """Each query group with tau+ non-empty or a correct unaided trace: question, messages, success
         rate, its tau+ traces best reward first (text, reward, token ids; a multi-turn trace's text is
-        its transcript, with ``tool_turns``; empty for a group without tau+, which only the exact IG
-        uses) and its correct unaided traces (``unaided``)."""
+        its transcript, with ``tool_turns``; an environment episode's is its own transcript, marked
+        ``env``; empty for a group without tau+, which only the exact IG uses) and its correct
+        unaided traces (``unaided``)."""
         # verl's TQ agent loop stores AgentLoopOutput.extra_fields (the arise_* keys) as one field
         fields = ["uid", "responses", "response_mask", "rm_scores", "raw_prompt", "extra_info", "extra_fields"]
         data = batch_fields(batch, fields)
@@ -90,7 +91,10 @@ class UploadMixin:
         responses = data["responses"].to_padded_tensor(padding=self.tokenizer.pad_token_id)
         # 0 = the tool results a multi-turn agent loop appended; absent: every token is the policy's
         masks = data["response_mask"].to_padded_tensor(padding=1) if "response_mask" in data.keys() else None
-        records = [TrajectoryInfo.from_extra_fields(e) for e in as_list(data.pop("extra_fields"))]
+        extra_fields = as_list(data.pop("extra_fields"))
+        records = [TrajectoryInfo.from_extra_fields(e) for e in extra_fields]
+        # arise_env_agent's episodes: their transcript (observations and actions), not the tokens'
+        episodes = [e.get("env") if isinstance(e, dict) else None for e in extra_fields]
         # the skill each trajectory was generated under ("" = unaided): the exact IG uses unaided ones
         skill_of = [r.skill_id for r in records]
         # with train_manager the response starts with the skill line: a trace is what follows it
@@ -127,11 +131,13 @@ class UploadMixin:
                 span = slice(starts[row], int(lengths[row]))
                 ids = [int(t) for t in responses[row][span].tolist()]
                 mask = None if masks is None else masks[row][span].tolist()
-                transcript = trace_transcript(
-                    ids, mask, decode, cfg.trace_clip_chars, cfg.tool_result_chars, cfg.transcript_chars
-                )
+                limits = (cfg.trace_clip_chars, cfg.tool_result_chars, cfg.transcript_chars)
+                if isinstance(episodes[row], dict):
+                    transcript = env_transcript(episodes[row]["transcript"], *limits)
+                else:
+                    transcript = trace_transcript(ids, mask, decode, *limits)
                 trace = {"text": transcript.text, "reward": float(member_rewards[j]), "ids": ids}
-                trace.update(skill_id=skill_of[row], tool_turns=transcript.tool_turns)
+                trace.update(skill_id=skill_of[row], tool_turns=transcript.tool_turns, env=episodes[row] is not None)
                 traces.append(trace)
             # correct unaided traces (also those outside tau+: in Phase II an R=1 control-arm trace
             # often has a negative advantage beside R=2 ones), best reward first: the exact IG's traces
@@ -180,7 +186,8 @@ class UploadMixin:
         if not groups:
             return summary_skills(self.tokenizer, [], [], 0, cfg, step, logger)
         kwargs = self.config.data.get("apply_chat_template_kwargs", None)
-        prompts = [summary_prompt_ids(self.tokenizer, group, cfg, kwargs) for group in groups]
+        domain = self.arise.env.summary_domain
+        prompts = [summary_prompt_ids(self.tokenizer, group, cfg, kwargs, domain) for group in groups]
         outputs = self._generate_all(prompts, summary_sampling_params(cfg), cfg.timeout_s)
         return summary_skills(self.tokenizer, groups, outputs, sum(len(ids) for ids in prompts), cfg, step, logger)
 

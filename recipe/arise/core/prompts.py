@@ -13,6 +13,7 @@ __all__ = [
     "SKILL_PREFIX",
     "SUMMARY_MAX_TRACES",
     "SUMMARY_CLIP_CHARS",
+    "SUMMARY_DOMAIN",
     "SUMMARY_TEMPLATE",
     "SUMMARY_TOOL_RULE",
     "format_skill_injection",
@@ -52,6 +53,9 @@ SUMMARY_TEMPLATE = (
 SUMMARY_TOOL_RULE = "- If a trajectory calls tools, method must name the computation or code that solved the problem."
 _METHOD_RULE = "- method must contain 2-3 concise steps.\n"
 SUMMARY_TEMPLATE_TOOLS = SUMMARY_TEMPLATE.replace(_METHOD_RULE, _METHOD_RULE + SUMMARY_TOOL_RULE + "\n")
+# Figure 4's domain; an environment episode's summary names its own (arise.env.summary_domain,
+# docs/design.md: the summary prompt of environment episodes)
+SUMMARY_DOMAIN = "math reasoning"
 
 
 def format_skill_injection(skill: SkillDoc) -> str:
@@ -90,11 +94,13 @@ def build_summary_prompt(
     max_traces: int = SUMMARY_MAX_TRACES,
     clip_chars: int | Sequence[int] = SUMMARY_CLIP_CHARS,
     tool_use: bool = False,
+    domain: str = SUMMARY_DOMAIN,
 ) -> str:
     """Figure-4 summary prompt with the first ``max_traces`` successful traces, each
     clipped to its first ``clip_chars`` characters (one limit, or one per trace: a multi-turn
     transcript has its own) and labelled ``[SUCCESS #k]``; ``tool_use`` adds
-    :data:`SUMMARY_TOOL_RULE` to the rules.
+    :data:`SUMMARY_TOOL_RULE` to the rules; ``domain`` replaces Figure 4's "math reasoning" in its
+    first sentence.
 
     Raises ValueError when ``traces`` is empty (the paper skips O_{G+1} when tau+ is empty)."""
     traces = list(traces)
@@ -109,6 +115,11 @@ def build_summary_prompt(
     used = kept[: int(max_traces)]
     lines = [f"[SUCCESS #{k}] {_clip(t, int(c))}" for k, (t, c) in enumerate(used, start=1)]
     template = SUMMARY_TEMPLATE_TOOLS if tool_use else SUMMARY_TEMPLATE
+    if domain != SUMMARY_DOMAIN:
+        if not str(domain).strip():
+            raise ValueError("the summary prompt's domain must be non-empty")
+        head = f"skill distiller for {SUMMARY_DOMAIN}."
+        template = template.replace(head, f"skill distiller for {str(domain).strip()}.", 1)
     return template.format(question=str(question).strip(), trajectories="\n".join(lines))
 
 

@@ -53,14 +53,17 @@ class SummaryStream:
         self._buffers = {}
         self._delivered = []
 
-    def add(self, uid: str, reward: float, text: str, question: str, messages: list | None = None):
-        """Buffer one trajectory of group ``uid``. Returns the claimed group (the trainer's summary
-        layout: uid, question, messages, success_rate, traces best reward first) when this
-        trajectory completes a group with tau+ and the budget has room; otherwise None."""
+    def add(self, uid: str, reward: float, text: str, question: str, messages: list | None = None, env: bool = False):
+        """Buffer one trajectory of group ``uid`` (``env``: ``text`` is an environment episode's
+        transcript). Returns the claimed group (the trainer's summary layout: uid, question, messages,
+        success_rate, traces best reward first) when this trajectory completes a group with tau+ and
+        the budget has room; otherwise None."""
         if not self.active:
             return None
         members = self._buffers.setdefault(str(uid), [])
-        members.append({"reward": float(reward), "text": str(text), "question": question, "messages": messages})
+        members.append(
+            {"reward": float(reward), "text": str(text), "question": question, "messages": messages, "env": bool(env)}
+        )
         if len(members) < self.group_size:
             return None
         del self._buffers[str(uid)]
@@ -76,7 +79,7 @@ class SummaryStream:
             "question": first["question"],
             "messages": list(first["messages"] or []),
             "success_rate": sum(r > 0 for r in rewards) / len(rewards),
-            "traces": [{"text": members[j]["text"], "reward": rewards[j]} for j in positive],
+            "traces": [{"text": members[j]["text"], "reward": rewards[j], "env": members[j]["env"]} for j in positive],
             "key": self.key,
         }
 

@@ -25,17 +25,24 @@ def chat_ids(tokenizer, messages, chat_template_kwargs: dict | None = None) -> l
     return list(ids["input_ids"] if not isinstance(ids, list) else ids)
 
 
-def summary_prompt_ids(tokenizer, group: dict[str, Any], cfg, chat_template_kwargs: dict | None = None) -> list[int]:
+def summary_prompt_ids(
+    tokenizer, group: dict[str, Any], cfg, chat_template_kwargs: dict | None = None, env_domain: str | None = None
+) -> list[int]:
     """The chat-templated summary prompt for one group (its question and tau+ traces). A trace
     with ``tool_turns`` is a multi-turn transcript (``recipe.arise.core.transcript``), already
-    bounded by ``cfg.transcript_chars``; if one in the prompt has them, the tool rule is added."""
+    bounded by ``cfg.transcript_chars``; if one in the prompt has them, the tool rule is added. A
+    trace marked ``env`` is an environment episode's transcript (bounded the same way): the prompt
+    then names ``env_domain`` (``arise.env.summary_domain``) instead of math reasoning, no tool rule."""
     traces = [t["text"] for t in group["traces"]]
-    multi = [bool(t.get("tool_turns", 0)) for t in group["traces"]]
+    env = [bool(t.get("env", False)) for t in group["traces"]]
+    multi = [bool(t.get("tool_turns", 0)) or e for t, e in zip(group["traces"], env, strict=True)]
     clips = [cfg.transcript_chars if m else cfg.trace_clip_chars for m in multi]
-    tool_use = any(multi[: cfg.max_traces])
-    messages = summary_messages(
-        group["question"], traces, max_traces=cfg.max_traces, clip_chars=clips, tool_use=tool_use
-    )
+    kwargs: dict[str, Any] = {"tool_use": any(multi[: cfg.max_traces]) and not any(env[: cfg.max_traces])}
+    if any(env[: cfg.max_traces]):
+        if not env_domain:
+            raise ValueError("an environment episode's summary needs its domain (arise.env.summary_domain)")
+        kwargs["domain"] = env_domain
+    messages = summary_messages(group["question"], traces, max_traces=cfg.max_traces, clip_chars=clips, **kwargs)
     return chat_ids(tokenizer, messages, chat_template_kwargs)
 
 

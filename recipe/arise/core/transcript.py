@@ -6,6 +6,9 @@ tool results the agent loop appended (mask 0, rendered by the chat template: Qwe
 the prose; here each run is decoded on its own and labelled (``ASSISTANT:``, ``TOOL CALL <name>:``,
 ``TOOL RESULT:``), so the summary can say which computation solved the problem. A response with
 no mask-0 run is decoded as one text, exactly as before.
+
+An environment episode (``arise_env_agent``) keeps its own transcript, ``OBSERVATION:`` /
+``ACTION:`` lines (:func:`env_transcript` compacts it to the summary's budget).
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-__all__ = ["Transcript", "trace_transcript", "mask_runs"]
+__all__ = ["ENV_LABELS", "Transcript", "env_transcript", "trace_transcript", "mask_runs"]
 
 # Qwen-style (hermes) tool calls and results; other formats stay in the ASSISTANT / TOOL RESULT text
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _TOOL_RESPONSE = re.compile(r"<tool_response>(.*?)(?:</tool_response>|$)", re.DOTALL)
 # role headers left of a templated turn once its special tokens are skipped ("user\n...", "assistant\n")
 _ROLE_LINE = re.compile(r"^\s*(user|tool|ipython|assistant|system)\s*$")
+ENV_LABELS = ("OBSERVATION", "ACTION")  # an episode's transcript: one "<label>: <text>" line per part
 
 
 class Transcript(NamedTuple):
@@ -142,3 +146,27 @@ def _fit(parts: list[str], limit: int) -> str:
         budget -= len(part) + 1
     omitted = len(parts) - 1 - len(tail)
     return "\n".join([parts[0], f"[... {omitted} parts omitted ...]", *tail])[:limit]
+
+
+def env_transcript(
+    transcript: str, action_chars: int = 400, observation_chars: int = 200, max_chars: int = 1600
+) -> Transcript:
+    """An environment episode's transcript (``extra_fields["env"]["transcript"]``: one
+    ``OBSERVATION: ...`` / ``ACTION: ...`` line per part) for the summary prompt: each action clipped
+    to ``action_chars``, each observation to ``observation_chars``; past ``max_chars`` in all the
+    first part (the start of the game) and the last ones that fit (the moves that won) are kept, the
+    middle replaced by a marker. ``tool_turns``: the episode's actions. ValueError on a line without
+    a label or a limit below 1."""
+    if min(int(action_chars), int(observation_chars), int(max_chars)) < 1:
+        raise ValueError("action_chars, observation_chars and max_chars must be >= 1")
+    parts, actions = [], 0
+    for line in str(transcript).split("\n") if str(transcript) else []:
+        label, sep, text = line.partition(": ")
+        if not sep or label not in ENV_LABELS:
+            raise ValueError(
+                f"an episode transcript line must start with {' or '.join(ENV_LABELS)}: , got {line!r:.80}"
+            )
+        actions += label == "ACTION"
+        limit = int(action_chars) if label == "ACTION" else int(observation_chars)
+        parts.append(f"{label}: {_clip(text, limit)}")
+    return Transcript(_fit(parts, int(max_chars)), actions)

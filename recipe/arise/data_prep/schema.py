@@ -82,6 +82,8 @@ EXTRA_INFO_FIELDS: list[tuple[str, pa.DataType]] = [
     ("level", pa.int64()),  # MATH level
     ("unique_id", pa.string()),  # MATH-500 unique_id
     ("url", pa.string()),  # AoPS url when known
+    ("env", pa.string()),  # environment rows: json {"name", "game", "options"} (docs/environments.md)
+    ("task_type", pa.string()),  # environment rows: the game's task type (success per type)
 ]
 EXTRA_INFO_TYPE = pa.struct(EXTRA_INFO_FIELDS)
 EXTRA_INFO_KEYS = [name for name, _ in EXTRA_INFO_FIELDS]
@@ -95,6 +97,12 @@ SCHEMA = pa.schema(
         ("extra_info", EXTRA_INFO_TYPE),
     ]
 )
+
+#: Environment rows (one game each): the same columns and the agent loop that plays them.
+ENV_ABILITY = "env"
+ENV_REWARD_STYLE = "env"  # no ground truth: the environment says whether the episode is won
+ENV_AGENT = "arise_env_agent"
+ENV_SCHEMA = SCHEMA.append(pa.field("agent_name", pa.string()))
 
 
 # --------------------------------------------------------------------------------------
@@ -141,6 +149,32 @@ def make_row(
     }
 
 
+def make_env_row(env: str, game: dict, options: dict, task: str, task_type: str, *, split: str, index: int) -> dict:
+    """One environment row (a game): the user turn is the task, ``extra_info.env`` what the agent
+    loop needs to start the game (``make_env(env, **options).reset(game)``)."""
+    from recipe.arise.core.env_prompts import task_prompt
+
+    if not task_type or not isinstance(task_type, str):
+        raise ValueError(f"env/{env} {split} row {index}: empty task type")
+    info = {k: None for k in EXTRA_INFO_KEYS}
+    info.update(
+        split=split,
+        index=int(index),
+        question=str(task).strip(),
+        source=env,
+        task_type=task_type,
+        env=json.dumps({"name": env, "game": game, "options": options}, sort_keys=True),
+    )
+    return {
+        "data_source": f"env/{env}/{task_type}",
+        "prompt": [{"role": "user", "content": task_prompt(task)}],  # raises on an empty task
+        "ability": ENV_ABILITY,
+        "reward_model": {"style": ENV_REWARD_STYLE, "ground_truth": ""},
+        "extra_info": info,
+        "agent_name": ENV_AGENT,
+    }
+
+
 # --------------------------------------------------------------------------------------
 # Dedupe / table (the atomic write: common.write_parquet_atomic)
 # --------------------------------------------------------------------------------------
@@ -173,7 +207,7 @@ def reindex(rows: list[dict]) -> list[dict]:
 
 
 def rows_to_table(rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return pa.Table.from_pylist(rows, schema=ENV_SCHEMA if rows and "agent_name" in rows[0] else SCHEMA)
 
 
 # --------------------------------------------------------------------------------------
@@ -210,14 +244,17 @@ def _blank(value: Any) -> bool:
 
 def row_faults(prompt: Any, reward_model: Any, prompt_key: str = "prompt") -> list[str]:
     """``"field: reason"`` for each reason a row is unusable. Without a ground truth every
-    trajectory of the row is graded 0, a constant reward that trains nothing; an empty prompt
-    trains on the chat template alone."""
+    trajectory of the row is graded 0, a constant reward that trains nothing (an environment row,
+    ``reward_model.style`` "env", has none: its environment grades it); an empty prompt trains on
+    the chat template alone."""
     faults = []
     if not isinstance(prompt, list | tuple) or not prompt:
         faults.append(f"{prompt_key}: no messages")
     elif all(not isinstance(m, dict) or _blank(m.get("content")) for m in prompt):
         faults.append(f"{prompt_key}: every message's content is empty")
     truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
+    if isinstance(reward_model, dict) and reward_model.get("style") == ENV_REWARD_STYLE:
+        return faults  # an environment row: the episode's success is its reward, no ground truth
     if truth is None:
         faults.append(f"{GROUND_TRUTH_FIELD}: missing")
     elif _blank(truth):
