@@ -1,11 +1,11 @@
 """The users' GPU stack, resolved from PyPI without installing it.
 
-The GPU install (scripts/install_gpu.sh) is ``pip install -e ".[gpu]"``: this project's
-dependencies plus its ``gpu`` extra (``verl[vllm]``, transferqueue). Nothing here has a GPU, so
-the set of distributions that install brings is found with pip's resolver alone
-(``pip install --dry-run --ignore-installed --report``: metadata only) against PyPI, with the local
-pip configuration (constraints, find-links, extra indexes) switched off, so the result is what a
-user on a clean machine gets. Tests import this module:
+The GPU install (scripts/install_gpu.sh) is ``pip install -e ".[gpu,envs]"``: this project's
+dependencies plus its ``gpu`` extra (``verl[vllm]``, transferqueue) and ``envs`` (the text
+environments). Nothing here has a GPU, so the set of distributions that install brings is found
+with pip's resolver alone (``pip install --dry-run --ignore-installed --report``: metadata only)
+against PyPI, with the local pip configuration (constraints, find-links, extra indexes) switched
+off, so the result is what a user on a clean machine gets. Tests import this module:
 
 - ``resolve()`` -> ``{name: version}`` (canonical names), cached per requirement set;
 - ``sources(name)`` -> the unpacked wheel of the resolved version (for contract tests that read
@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INDEX_URL = os.environ.get("ARISE_GPU_INDEX_URL", "https://pypi.org/simple")
-EXTRAS = ("gpu",)  # the pyproject extras the GPU install adds to the core dependencies
+EXTRAS = ("gpu", "envs")  # the pyproject extras the GPU install adds to the core dependencies
 # pip settings a clean machine has too (certificates, network); every other PIP_* is dropped
 KEEP_PIP_ENV = {"PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES", "PIP_CACHE_DIR"}
 
@@ -68,7 +68,7 @@ def _toml(path: Path) -> dict:
 
 
 def requirements() -> list[str]:
-    """The requirement inputs of the GPU install: the project's dependencies and its gpu extra."""
+    """The requirement inputs of the GPU install: the project's dependencies and its extras (EXTRAS)."""
     project = _toml(ROOT / "pyproject.toml")["project"]
     reqs = list(project["dependencies"])
     for extra in EXTRAS:

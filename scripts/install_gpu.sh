@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU install (the paper's setup): a virtualenv with verl 0.9.1's own vLLM pins (verl[vllm]:
 # torch 2.11, vllm 0.24, transformers 5.9), transferqueue and this project (editable, with the
-# report's matplotlib): `pip install -e ".[gpu]"` (pyproject.toml, extra "gpu").
+# report's matplotlib) and the text environments: `pip install -e ".[gpu,envs]"` (pyproject.toml).
 #
 # usage: scripts/install_gpu.sh [VENV]            install (default VENV: .venv)
 #        scripts/install_gpu.sh --dry-run [VENV]  install nothing; print what PyPI resolves for that
@@ -37,5 +37,6 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --upgrade pip
-$PIP install -e "$ROOT[gpu]"
+$PIP install -e "$ROOT[gpu,envs]"
 "$VENV/bin/python" -c "import matplotlib, torch, verl, vllm, recipe.arise; print('installed: torch', torch.__version__, 'verl', verl.__version__, 'vllm', vllm.__version__, 'CUDA', torch.cuda.is_available())"
+"$VENV/bin/python" -m recipe.arise.tools.preflight_env || echo "install_gpu.sh: the text environments need Java: apt-get install -y default-jre-headless" >&2

@@ -40,9 +40,18 @@ import smoke_run
 from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/tools.md", "docs/agent_loops.md", "docs/sandbox.md", "docs/testing.md", "docs/own_data.md")
+DOCS = (
+    "README.md",
+    "docs/tools.md",
+    "docs/agent_loops.md",
+    "docs/sandbox.md",
+    "docs/testing.md",
+    "docs/own_data.md",
+    "docs/environments.md",
+)
 
 E2E_EVAL = "e2e: tests/e2e/test_cpu_e2e.py::test_eval_on_validation_machinery"
+E2E_ENV_PREP = "e2e: tests/data_prep/test_env_data_prep.py::test_the_documented_commands_as_written"
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
@@ -106,6 +115,11 @@ HOW = {
     "bash run_scripts/qwen3_4b_arise.sh": "print",
     "MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 CKPT=checkpoints/arise_qwen3_4b/arise_my_data/global_step_2000 "
     "DATA_FILES=$PWD/my_data/val.parquet bash run_scripts/eval_arise.sh": "print",
+    # docs/environments.md: an environment's data prep (a JVM, ~100 games: e2e)
+    "python -m recipe.arise.data_prep.env --env twx --out ~/data/arise/env/twx": E2E_ENV_PREP,
+    "python -m recipe.arise.data_prep.env --env scienceworld --out ~/data/arise/env/scienceworld --train 10 --test 5": (
+        E2E_ENV_PREP
+    ),
     # docs/sandbox.md
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=recipe/arise/config/python_tool.yaml": "elsewhere: "
     "an override, not a command; every TOOL=python script sets it (tests/test_run_scripts.py)",

@@ -26,8 +26,15 @@ def test_the_gpu_extra_pins_the_same_verl_with_its_vllm_extra():
 
 
 def test_the_install_scripts_install_what_the_extras_name():
-    assert '"$ROOT[gpu]"' in (REPO / "scripts" / "install_gpu.sh").read_text()
-    assert '"$ROOT[cpu,test]"' in (REPO / "scripts" / "install_cpu.sh").read_text()
+    assert '"$ROOT[gpu,envs]"' in (REPO / "scripts" / "install_gpu.sh").read_text()
+    assert '"$ROOT[cpu,test,envs]"' in (REPO / "scripts" / "install_cpu.sh").read_text()
+
+
+def test_the_envs_extra_pins_the_environments_the_adapters_were_tested_on():
+    # recipe/arise/envs drives the packages' Java interfaces directly: a new jar can change them
+    envs = _pyproject()["project"]["optional-dependencies"]["envs"]
+    assert envs == ["textworld-express==1.1.0", "scienceworld==1.2.3"]
+    assert 'EXTRAS = ("gpu", "envs")' in (REPO / "scripts" / "gpu_stack.py").read_text()  # the GPU resolution too
 
 
 def test_recipe_is_a_namespace_package():

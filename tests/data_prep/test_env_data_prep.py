@@ -5,6 +5,11 @@ training's dataset) and games the environment starts."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -110,3 +115,28 @@ def test_scienceworld_rows_from_the_task_s_variations(tmp_path):
     assert all(g["simplification"] == "easy" for games in found.values() for g in games)
     # boil's variations: train 0-13, dev 14-20, test 21-29 (the package's split)
     assert all(g["variation"] < 14 for g in found["train"]) and all(g["variation"] >= 21 for g in found["test"])
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e  # a JVM each, ~520 TextWorldExpress and 60 ScienceWorld games: ~1.5 min
+def test_the_documented_commands_as_written(tmp_path):
+    """docs/environments.md's data-prep block, run as written (``~`` is a temporary HOME): its files
+    are rows a run accepts."""
+    (block,) = [
+        b
+        for b in re.findall(r"^```bash\n(.*?)^```", (REPO / "docs" / "environments.md").read_text(), re.S | re.M)
+        if "data_prep.env" in b
+    ]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": path, "PYTHONPATH": str(REPO)}
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2
+    for command in commands:
+        out = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, (command, out.stderr[-2000:])
+        folder = tmp_path / "data" / "arise" / "env" / command.split("--env ")[1].split()[0]
+        for split in ("train", "test"):
+            rows, faults = file_row_faults(folder / f"{split}.parquet")
+            assert rows and not faults, (command, split, faults)

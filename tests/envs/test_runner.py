@@ -82,7 +82,7 @@ def test_the_pool_reuses_healthy_environments_and_replaces_broken_ones():
     with pool.episode("fake", {"delay": 0}) as runner:
         runner.reset(GAME)
         first = runner.env
-    assert pool.idle() == 1
+    assert pool.idle() == 1 and not first.closed.is_set()
     with pool.episode("fake", {"delay": 0}, step_timeout_s=0.3) as runner:
         runner.reset(GAME)
         assert runner.env is first and runner.step_timeout_s == 0.3
@@ -103,11 +103,32 @@ def test_an_episode_left_by_an_exception_is_not_reused():
     pool = EnvPool(factory=lambda name, **options: Fake())
     with pytest.raises(KeyError), pool.episode("fake") as runner:
         runner.reset(GAME)
+        env = runner.env
         raise KeyError("the loop failed")
-    assert pool.idle() == 0 and runner.closed
+    assert pool.idle() == 0 and env.closed.is_set()
+
+
+def test_take_and_give_back_hand_out_the_objects_themselves():
+    pool = EnvPool(factory=lambda name, **options: Fake())
+    env = pool.take("fake", {"a": 1})
+    pool.give_back(env, "fake", {"a": 1})
+    assert pool.take("fake", {"a": 1}) is env and pool.idle() == 0
+    pool.give_back(env, "fake", {"a": 1}, healthy=False)
+    assert env.closed.is_set() and pool.idle() == 0 and pool.take("fake", {"a": 1}) is not env
 
 
 COIN = {"game": "coin", "seed": 3, "fold": "train", "params": "numLocations=3,numDistractorItems=0,includeDoors=0"}
+
+
+def test_a_crashed_jvm_fails_the_episode_once_without_py4j_tracebacks(caplog):
+    runner = EnvRunner(lambda: make_env("twx"), label="twx")
+    runner.reset(COIN)
+    vm = runner.env.vm
+    os.kill(vm.pid, signal.SIGKILL)
+    vm.process.wait(timeout=10)
+    with caplog.at_level("DEBUG"), pytest.raises(EnvFailure, match="step failed in twx game .*Py4J"):
+        runner.step("move east")
+    assert [r for r in caplog.records if r.name.startswith("py4j") and r.levelname != "DEBUG"] == []
 
 
 def test_a_stopped_jvm_is_killed_on_the_step_timeout():

@@ -8,6 +8,7 @@ i.e. when this Python process ends, also on SIGKILL (tests/envs/test_textworld_e
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 
@@ -27,11 +28,22 @@ def java_missing() -> str | None:
     return None
 
 
+def quiet_py4j() -> None:
+    """py4j logs a traceback for every call to a JVM that has died (a crash, a kill on timeout): the
+    caller reports that failure once, as the episode's (recipe/arise/envs/runner.py)."""
+    from py4j import clientserver, java_gateway
+
+    for module in (java_gateway, clientserver):
+        module.logger.setLevel(logging.CRITICAL)
+
+
 class JavaVM:
     """A JVM running ``jar`` with ``javaopts``; ``jvm`` is py4j's view of its packages."""
 
     def __init__(self, jar: str, javaopts: list[str] | None = None, cwd: str | None = None):
         from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
+
+        quiet_py4j()
 
         if (why := java_missing()) is not None:
             raise RuntimeError(why)
@@ -43,7 +55,11 @@ class JavaVM:
         # 3.11's recursion count ("SystemError: AST constructor recursion depth mismatch" on a later
         # compile). The JVM dies with the environment, and its objects with it.
         params = GatewayParameters(port=port, auto_field=True, enable_memory_management=False)
-        self._gateway = JavaGateway(gateway_parameters=params)
+        try:
+            self._gateway = JavaGateway(gateway_parameters=params)
+        except BaseException:
+            self.process.kill()
+            raise
         self.jvm = self._gateway.jvm
 
     @property

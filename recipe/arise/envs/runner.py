@@ -6,8 +6,9 @@ call's limit (and what is left of the episode's): on a timeout or a crash it clo
 which fails the episode, never the run. Its calls block: call them from an executor thread.
 
 :data:`POOL` keeps healthy environment objects per (name, options) across episodes, since verl builds
-one agent-loop object per sample and a JVM costs seconds to start; a broken one is closed, and the
-next episode gets a fresh one. Everything left is closed at exit.
+one agent-loop object per sample and a JVM costs seconds to start: ``POOL.episode(...)`` gives an
+:class:`EnvRunner`, ``POOL.take`` / ``POOL.give_back`` the objects themselves. A broken one is
+closed, and the next episode gets a fresh one. Everything left is closed at exit.
 """
 
 from __future__ import annotations
@@ -126,77 +127,79 @@ class EnvRunner:
             return
         self.closed = True
         env, self.env = self.env, None
-        if env is None:
-            return
-        closer = threading.Thread(target=_quiet_close, args=(env,), name=f"arise-env-{self.label}-close", daemon=True)
-        closer.start()
-        closer.join(CLOSE_WAIT_S)
+        if env is not None:
+            _close_bounded(env, self.label)
 
 
-def _quiet_close(env: TextEnv) -> None:
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 - a broken environment may fail to close; it is dropped either way
-        pass
+def _close_bounded(env: TextEnv, label: str) -> None:
+    """``env.close()`` in a daemon thread, waited for at most CLOSE_WAIT_S (a hung close keeps its thread)."""
+
+    def close():
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a broken environment may fail to close; it is dropped either way
+            pass
+
+    closer = threading.Thread(target=close, name=f"arise-env-{label}-close", daemon=True)
+    closer.start()
+    closer.join(CLOSE_WAIT_S)
 
 
 class EnvPool:
-    """Idle environment runners per (name, options), reused across episodes of this process."""
+    """Idle environment objects per (name, options), reused across episodes of this process.
+
+    ``take`` / ``give_back`` hand out the objects themselves (for a loop with time limits of its
+    own); ``episode`` wraps one in an :class:`EnvRunner`."""
 
     def __init__(self, factory: Callable[..., TextEnv] = make_env):
         self._factory = factory
-        self._idle: dict[tuple[str, str], list[EnvRunner]] = {}
+        self._idle: dict[tuple[str, str], list[TextEnv]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(name: str, options: dict) -> tuple[str, str]:
-        return name, json.dumps(options, sort_keys=True, default=str)
+    def key(name: str, options: dict | None) -> tuple[str, str]:
+        return name, json.dumps(dict(options or {}), sort_keys=True, default=str)
 
-    def acquire(self, name: str, options: dict | None = None, **limits: float) -> EnvRunner:
-        """A runner of environment ``name`` built with ``options`` (an idle one if any), with ``limits``
-        (``step_timeout_s``, ``reset_timeout_s``, ``episode_timeout_s``) for this episode."""
-        options = dict(options or {})
-        key = self.key(name, options)
+    def take(self, name: str, options: dict | None = None) -> TextEnv:
+        """An idle environment ``name`` built with ``options``, else a new one (this may start a JVM)."""
         with self._lock:
-            idle = self._idle.get(key)
-            runner = idle.pop() if idle else None
-        if runner is None:
-            return EnvRunner(lambda: self._factory(name, **options), label=name, **limits)
-        for attr, value in limits.items():
-            if not hasattr(runner, attr):
-                raise TypeError(f"unknown limit {attr!r}")
-            setattr(runner, attr, float(value))
-        return runner
+            idle = self._idle.get(self.key(name, options))
+            env = idle.pop() if idle else None
+        return env if env is not None else self._factory(name, **dict(options or {}))
 
-    def release(self, runner: EnvRunner, name: str, options: dict | None = None) -> None:
-        """Give a runner back: kept for the next episode if healthy, else closed."""
-        if runner.broken or runner.closed or runner.env is None:
-            runner.close()
+    def give_back(self, env: TextEnv, name: str, options: dict | None = None, healthy: bool = True) -> None:
+        """Keep ``env`` for the next episode, or close it when the episode failed (``healthy`` False)."""
+        if not healthy:
+            _close_bounded(env, name)
             return
         with self._lock:
-            self._idle.setdefault(self.key(name, dict(options or {})), []).append(runner)
+            self._idle.setdefault(self.key(name, options), []).append(env)
 
     @contextmanager
     def episode(self, name: str, options: dict | None = None, **limits: float) -> Iterator[EnvRunner]:
-        runner = self.acquire(name, options, **limits)
+        """A runner for one episode (``step_timeout_s``, ``reset_timeout_s``, ``episode_timeout_s``),
+        on an idle environment if there is one; given back healthy, closed otherwise."""
+        options = dict(options or {})
+        runner = EnvRunner(lambda: self.take(name, options), label=name, **limits)
+        healthy = False
         try:
             yield runner
-        except BaseException:
-            runner.broken = True  # the episode was abandoned mid-game: do not hand its state on
-            raise
+            healthy = not (runner.broken or runner.closed)
         finally:
-            self.release(runner, name, options)
+            env, runner.env, runner.closed = runner.env, None, True
+            if env is not None:  # an exception out of the episode: its state is not handed on
+                self.give_back(env, name, options, healthy=healthy)
 
     def idle(self) -> int:
         with self._lock:
-            return sum(len(runners) for runners in self._idle.values())
+            return sum(len(envs) for envs in self._idle.values())
 
     def close_all(self) -> None:
         with self._lock:
-            runners = [r for rs in self._idle.values() for r in rs]
+            envs = [(name, env) for (name, _), found in self._idle.items() for env in found]
             self._idle.clear()
-        for runner in runners:
-            runner.close()
+        for name, env in envs:
+            _close_bounded(env, name)
 
 
 POOL = EnvPool()

@@ -68,6 +68,7 @@ from recipe.arise.tools.preflight_config import (
     script_overrides,
     unused_components,
 )
+from recipe.arise.tools.preflight_env import check_envs
 from recipe.arise.tools.preflight_gpu import check_gpu
 from recipe.arise.tools.preflight_model import (
     MemoryEstimate,
@@ -181,6 +182,7 @@ def run_preflight(
     findings = list(found or []) + check_config(cfg, entry, check_paths=check_paths, check_runtime=True)
     findings += check_gpu(cfg, check_paths=check_paths)  # the NVIDIA driver; the checkpoint's GPU count
     findings += check_tool(cfg, check_paths=check_paths)  # TOOL=python: tools, sandbox isolation, turn budget
+    findings += check_envs(cfg, check_paths=check_paths)  # environment rows: the package, Java, extra_info.env
 
     model = str(cfg.actor_rollout_ref.model.path)
     config = None
