@@ -5,6 +5,7 @@ or crashing environment, the turn budget, the skill in the first user turn."""
 
 import asyncio
 import json
+import shutil
 import threading
 import time
 from types import SimpleNamespace
@@ -13,11 +14,13 @@ import pytest
 from omegaconf import OmegaConf
 from skill_layer_host import build_loop
 
+import recipe.arise.adapters.env_agent as env_agent_module
 import recipe.arise.adapters.skill_layer as skill_layer_module
 from recipe.arise.adapters.env_agent import ARISEEnvAgentLoop, env_spec
 from recipe.arise.core import env_prompts
 from recipe.arise.core.skill import load_seed_skills
 from recipe.arise.envs.base import ENVS, Step
+from recipe.arise.envs.runner import EnvPool
 
 TASK = env_prompts.task_prompt("Take the key.")
 MESSAGES = [{"role": "user", "content": TASK}]
@@ -63,9 +66,12 @@ class FakeEnv:
 def fake_env(monkeypatch):
     FakeEnv.instances = []
     monkeypatch.setitem(ENVS, "fake", lambda **options: FakeEnv(**options))
+    pool = EnvPool()
+    monkeypatch.setattr(env_agent_module, "POOL", pool)  # each test starts its own environments
     yield
     for env in FakeEnv.instances:
         env.release.set()
+    pool.close_all()  # a real environment's JVM too
 
 
 @pytest.fixture(scope="module")
@@ -95,18 +101,20 @@ class Server:
         return SimpleNamespace(token_ids=list(reply), log_probs=None, num_preempted=0, extra_fields={})
 
 
-def trainer_config(max_turns=4, response_length=512, step_timeout_s=5.0, enable=False):
+def trainer_config(
+    max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024, episode_s=20.0
+):
     multi_turn = {"max_assistant_turns": max_turns, "max_user_turns": None}
-    rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": 1024, "response_length": response_length}
+    rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": prompt_length, "response_length": response_length}
     rollout["multi_turn"] = multi_turn
     selection = {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000}
     arise = {"enable": enable, "phase1_steps": 0, "selection": selection}
-    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": 20.0}
+    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": episode_s}
     return OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "arise": arise})
 
 
-def extra_info(**options):
-    env = {"name": "fake", "game": {"seed": 7}, "options": options}
+def extra_info(name="fake", game=None, **options):
+    env = {"name": name, "game": game or {"seed": 7}, "options": options}
     return {"env": json.dumps(env), "task_type": "keys", "question": "Take the key."}
 
 
@@ -184,15 +192,18 @@ def test_a_hung_environment_fails_the_episode_within_the_step_timeout(tokenizer)
     _, output, server = play(tokenizer, ["Action: look"], trainer_config(step_timeout_s=0.5), extra_info(hang=True))
     assert time.monotonic() - started < 10
     episode = output.extra_fields["env"]
-    assert episode["failed"].startswith("timeout: step") and episode["won"] is False and episode["stop"] == "failed"
+    assert episode["failed"].startswith("step timed out after 0.5 s in fake game")
+    assert episode["won"] is False and episode["stop"] == "failed"
     assert episode["turns"] == 1 and runs(output.response_mask) == [(1, len(server.replies[0]))]
-    assert FakeEnv.instances[0].closed or True  # closed in a thread of its own; the hung step keeps its thread
+    assert FakeEnv.instances[0].closed  # the runner closed it (a JVM: killed, which ends the hung call)
+    assert env_agent_module.POOL.idle() == 0  # not handed to the next episode
 
 
 def test_a_crashing_environment_fails_the_episode_not_the_run(tokenizer):
     _, output, _ = play(tokenizer, ["Action: look"], info=extra_info(crash=True))
     episode = output.extra_fields["env"]
-    assert episode["failed"] == "crash: step raised RuntimeError: the engine died" and episode["won"] is False
+    assert episode["failed"].startswith("step failed in fake game") and episode["won"] is False
+    assert episode["failed"].endswith("RuntimeError: the engine died")
 
 
 def test_the_turn_budget_ends_the_episode(tokenizer):
@@ -235,3 +246,56 @@ def test_the_skill_goes_into_the_first_user_turn_and_is_recorded(tokenizer, monk
 def test_a_bad_row_is_an_error_naming_it(info, message):
     with pytest.raises(ValueError, match=message):
         env_spec(info)
+
+
+def test_the_environment_is_reused_by_the_next_episode_of_the_process(tokenizer):
+    play(tokenizer, ["Action: take key"])
+    deadline = time.monotonic() + 5
+    while env_agent_module.POOL.idle() == 0 and time.monotonic() < deadline:  # released in a thread
+        time.sleep(0.01)
+    play(tokenizer, ["Action: take key"])
+    assert len(FakeEnv.instances) == 1 and FakeEnv.instances[0].actions == ["take key", "take key"]
+
+
+def test_a_missing_environment_package_raises(tokenizer, monkeypatch):
+    def missing(**options):
+        raise ImportError("No module named 'textworld_express'", name="textworld_express")
+
+    monkeypatch.setitem(ENVS, "fake", missing)
+    with pytest.raises(ImportError, match="textworld_express"):
+        play(tokenizer, ["Action: look"])
+
+
+def test_an_error_of_the_loops_own_code_raises_and_the_environment_is_not_reused(tokenizer, monkeypatch):
+    def broken(text):
+        raise TypeError("a bug in the loop")
+
+    monkeypatch.setattr(env_agent_module.env_prompts, "parse_action", broken)
+    with pytest.raises(TypeError, match="a bug in the loop"):
+        play(tokenizer, ["Action: look"])
+    deadline = time.monotonic() + 5
+    while not FakeEnv.instances[0].closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert FakeEnv.instances[0].closed and env_agent_module.POOL.idle() == 0
+
+
+def test_a_first_prompt_over_the_prompt_length_is_refused_naming_it(tokenizer):
+    """verl would cut it from the left (the chat header, the task): an error names the setting."""
+    with pytest.raises(ValueError, match=r"over actor_rollout_ref.rollout.prompt_length=20"):
+        play(tokenizer, ["Action: look"], trainer_config(prompt_length=20))
+
+
+def test_a_real_textworld_express_game_is_won_by_its_gold_path(tokenizer):
+    """envcore's TWX adapter (a real JVM) behind the pool, played by the loop."""
+    pytest.importorskip("textworld_express")
+    if shutil.which("java") is None:
+        pytest.skip("no Java")
+    coin = {"game": "coin", "seed": 3, "fold": "train", "params": "numLocations=3,numDistractorItems=0,includeDoors=0"}
+    info = {**extra_info("twx", coin, step_limit=6), "task_type": ""}  # the environment names the type
+    replies = ["Action: look around", "Action: move east", "Action: take coin"]
+    config = trainer_config(prompt_length=8192, response_length=8192, step_timeout_s=60.0, episode_s=300.0)
+    _, output, _ = play(tokenizer, replies, config, info)
+    episode = output.extra_fields["env"]
+    assert episode["won"] is True and episode["turns"] == 3 and episode["failed"] is None
+    assert episode["task_type"] == "coin" and episode["invalid_actions"] == 0
+    assert [m for m, _ in runs(output.response_mask)] == [1, 0, 1, 0, 1]

@@ -231,6 +231,7 @@ def test_the_step_metrics_and_the_console_line_show_the_failed_groups(monkeypatc
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
+    monkeypatch.setattr(ARISETrainer, "_extra_fields", lambda self, batch: [{}])  # a math batch
     trainer = _trainer([], failed=1, groups=16)
     trainer._arise_metrics, trainer.total_training_steps = {}, 5
     trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})

@@ -141,6 +141,8 @@ def test_the_trainer_renders_no_tools_for_the_single_turn_loop(tokenizer):
     config = tool_run_config()
     config.actor_rollout_ref.rollout.agent.default_agent_loop = "arise_agent"
     assert trainer_scoring_parts(config, tokenizer, hf_model_type="qwen3")[1] is None
+    config.actor_rollout_ref.rollout.agent.default_agent_loop = "arise_env_agent"  # renders none either
+    assert trainer_scoring_parts(config, tokenizer, hf_model_type="qwen3")[1] is None
     config.actor_rollout_ref.rollout.agent.default_agent_loop = "arise_tool_agent"
     assert list(trainer_scoring_parts(config, tokenizer, hf_model_type="qwen3")[1]) == ["python"]
 

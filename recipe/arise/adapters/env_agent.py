@@ -11,10 +11,12 @@ or ``arise.env.episode_timeout_s``.
 
 The episode's result goes into ``extra_fields["env"]`` (:data:`EXTRA_ENV`): won, turns,
 invalid_actions, seconds, task_type, failed, stop, transcript; the reward manager scores it and the
-trainer logs it (``arise/env_*``). Every environment call runs in a daemon thread of its own with a
-time limit (:func:`call_env`): an environment that raises or hangs fails the episode (``failed``
-names why, counted in ``arise/env_failed``), never the run; an error of this loop's own code still
-raises (``recipe.arise.adapters.rollout_failures`` records it).
+trainer logs it (``arise/env_*``). The environment comes from the process's pool
+(``recipe.arise.envs.runner.POOL``: a JVM is started once per worker and reused) behind its time
+limits (``arise.env.*``); every call runs off the event loop (:func:`call_env`). An environment that
+raises or hangs fails the episode (``failed`` names why, counted in ``arise/env_failed``), never
+the run; an error of this loop's own code still raises (``recipe.arise.adapters.rollout_failures``
+records it), and a missing package (ImportError) too: every episode would fail.
 """
 
 from __future__ import annotations
@@ -35,19 +37,15 @@ from verl.utils.profiler import simple_timer
 
 from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop, with_skills
 from recipe.arise.core import env_prompts
-from recipe.arise.envs.base import ENVS, Step, TextEnv, make_env
+from recipe.arise.envs.base import ENVS, Step
+from recipe.arise.envs.runner import CLOSE_WAIT_S, POOL, EnvFailure, EnvRunner
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 AGENT_NAME = "arise_env_agent"
 EXTRA_ENV = "env"  # the episode's result in AgentLoopOutput.extra_fields
-# errors of a row or a setup, not of a running environment: make_env raises them before any game
-SETUP_ERRORS = (ImportError, KeyError, TypeError, ValueError)
-
-
-class EnvFailure(Exception):
-    """The environment raised or hung: the episode fails (``failed`` = this message), the run goes on."""
+CLOSE_MARGIN_S = CLOSE_WAIT_S + 5.0  # past the runner's own limit: the runner closes a hung environment first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +81,10 @@ def env_spec(extra_info: Any) -> EnvSpec:
 
 
 async def call_env(fn, *args, timeout_s: float, what: str):
-    """``fn(*args)`` in a daemon thread of its own, at most ``timeout_s``. A hung call (a blocked JVM,
-    a C engine) keeps only its own thread, not a worker of the executor verl tokenizes in; it raises
-    :class:`EnvFailure` on a timeout or on any exception of ``fn``."""
+    """``fn(*args)`` (a blocking call of :class:`EnvRunner`, which enforces the environment's limits
+    and closes a hung or crashed one) in a daemon thread of its own, so a call never holds a worker
+    of the executor verl tokenizes in; ``timeout_s`` is a backstop past the runner's limit. Raises
+    :class:`EnvFailure` (the runner's own, or on the backstop or any other exception of ``fn``)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future = loop.create_future()
 
@@ -107,29 +106,17 @@ async def call_env(fn, *args, timeout_s: float, what: str):
     try:
         return await asyncio.wait_for(done, timeout=max(0.0, timeout_s))
     except asyncio.TimeoutError:
-        raise EnvFailure(f"timeout: {what} took over {timeout_s:.1f} s") from None
+        raise EnvFailure(f"{what} did not return within {timeout_s:.1f} s") from None
+    except EnvFailure:
+        raise
     except Exception as exc:
-        raise EnvFailure(f"crash: {what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise EnvFailure(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
-def open_env(spec: EnvSpec) -> TextEnv:
-    """A fresh environment for one episode (the one place a pool of environments plugs in)."""
-    return make_env(spec.name, **spec.options)
-
-
-def close_env(env: TextEnv) -> threading.Thread:
-    """Close ``env`` in a daemon thread of its own (a hung close keeps only that thread); an error is
-    logged, the episode's result stands."""
-
-    def target() -> None:
-        try:
-            env.close()
-        except Exception as exc:  # noqa: BLE001
-            logger.warning(f"{AGENT_NAME}: closing the environment failed: {exc!r}")
-
-    thread = threading.Thread(target=target, name="arise-env-close", daemon=True)
-    thread.start()
-    return thread
+def release(runner: EnvRunner, spec: EnvSpec) -> None:
+    """The runner back to the pool (a broken one is closed, which may wait on the environment: in a
+    daemon thread of its own, off the event loop)."""
+    threading.Thread(target=POOL.release, args=(runner, spec.name, spec.options), daemon=True).start()
 
 
 @dataclasses.dataclass
@@ -185,33 +172,55 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         self.prompt_ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
-        env = None
+        limits = self.limits
+        runner = POOL.acquire(
+            spec.name,
+            spec.options,
+            step_timeout_s=limits.step_timeout_s,
+            reset_timeout_s=limits.reset_timeout_s,
+            episode_timeout_s=self._time_left(),
+        )
         try:
-            try:
-                env = await call_env(open_env, spec, timeout_s=self._time_left(), what="start")
-            except EnvFailure as failure:
-                if isinstance(failure.__cause__, SETUP_ERRORS):  # a bad row or a missing package: not the env's
-                    raise failure.__cause__ from None
-                raise
             with simple_timer("tool_calls", self.metrics):
-                _, first = await call_env(env.reset, spec.game, timeout_s=self._time_left(), what="reset")
+                _, first = await call_env(
+                    runner.reset, spec.game, timeout_s=limits.reset_timeout_s + CLOSE_MARGIN_S, what="reset"
+                )
                 if not self.episode.task_type:
-                    task_type = await call_env(env.task_type, spec.game, timeout_s=self._time_left(), what="task_type")
-                    self.episode.task_type = str(task_type)
+                    kind = await call_env(runner.task_type, spec.game, timeout_s=CLOSE_MARGIN_S, what="task_type")
+                    self.episode.task_type = str(kind)
             self.episode.lines.append(("OBSERVATION", first.observation.strip()))
             messages = self._with_first_observation(messages, first)
-            self.prompt_ids = await self.ct_build_initial_tokens(messages)
-            await self._turns(env, messages, first.admissible, sampling_params)
+            self.prompt_ids = await self._first_prompt(messages)
+            await self._turns(runner, messages, first.admissible, sampling_params)
         except EnvFailure as failure:
+            if isinstance(failure.__cause__, ImportError):  # the environment's package or Java is missing
+                raise failure.__cause__ from None
             self.episode.failed, self.episode.stop, self.episode.won = str(failure), "failed", False
             logger.warning(f"{AGENT_NAME}: the environment failed, the episode counts as failed: {failure}")
+        except BaseException:
+            runner.broken = True  # abandoned mid-game by an error of this loop: not handed on
+            raise
         finally:
-            if env is not None:
-                close_env(env)
+            release(runner, spec)
         if not self.prompt_ids:  # the environment failed before the first turn: the row's prompt, no response
             self.prompt_ids = await self.ct_build_initial_tokens(messages)
         self.episode.seconds = time.monotonic() - started
         return self._output()
+
+    async def _first_prompt(self, messages: list[dict]) -> list[int]:
+        """The first prompt's tokens. verl would cut an over-long one from the left (the chat header,
+        the task, the skill): refused instead, naming the setting (the dataset's length filter saw
+        the task alone, not the first observation)."""
+        ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+        )
+        limit = int(self.rollout_config.prompt_length)
+        if len(ids) > limit:
+            raise ValueError(
+                f"{AGENT_NAME}: the first prompt (the task, the skill and the first observation) has {len(ids)} "
+                f"tokens, over actor_rollout_ref.rollout.prompt_length={limit}: raise it, or list fewer actions"
+            )
+        return list(ids)
 
     def _time_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -226,7 +235,7 @@ class ARISEEnvAgentLoop(AgentLoopBase):
                 return messages
         raise ValueError(f"{AGENT_NAME}: the row's prompt has no user turn")
 
-    async def _turns(self, env: TextEnv, messages: list[dict], admissible, sampling_params: dict) -> None:
+    async def _turns(self, runner: EnvRunner, messages: list[dict], admissible, sampling_params: dict) -> None:
         episode, request_id = self.episode, uuid4().hex
         while True:
             room = self.response_length - len(self.mask)
@@ -263,7 +272,7 @@ class ARISEEnvAgentLoop(AgentLoopBase):
                     return
                 with simple_timer("tool_calls", self.metrics):
                     step = await call_env(
-                        env.step, action, timeout_s=min(self.limits.step_timeout_s, self._time_left()), what="step"
+                        runner.step, action, timeout_s=self.limits.step_timeout_s + CLOSE_MARGIN_S, what="step"
                     )
                 episode.invalid_actions += int(_refused(step, action, admissible))
                 episode.lines.append(("OBSERVATION", step.observation.strip()))

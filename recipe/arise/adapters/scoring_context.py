@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# the agent loops that render no tool schemas (verl's single-turn loop under arise_agent); every
-# other loop is taken to render the tools verl loads for the agent-loop workers, as its tool loop does
-TOOLLESS_LOOPS = ("arise_agent", "single_turn_agent")
+# the agent loops that render no tool schemas (verl's single-turn loop under arise_agent; the text-environment
+# loop); every other loop is taken to render the tools verl loads for the agent-loop workers, as its tool loop does
+TOOLLESS_LOOPS = ("arise_agent", "single_turn_agent", "arise_env_agent")
 
 
 class ScoringContext:

@@ -54,7 +54,7 @@ from recipe.arise.adapters.trainer_gate import (
     observed_queries,
     observed_tool_selections,
 )
-from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
+from recipe.arise.adapters.trainer_metrics import StepState, console_line, env_step_metrics, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import GATE_FILE
@@ -381,8 +381,10 @@ class ARISEHooks(GateMixin, UploadMixin):
         # tool agent every step, 0 included (a model that never calls the tool is the verdict's FAIL)
         rollout = self.config.actor_rollout_ref.rollout
         tool_run = rollout.get("agent", {}).get("default_agent_loop") in TOOL_AGENT_LOOPS
+        extras = self._extra_fields(batch)
         if tool_run or rollout.multi_turn.enable:
-            metrics.update(tool_step_metrics(self._extra_fields(batch), tool_run=tool_run))
+            metrics.update(tool_step_metrics(extras, tool_run=tool_run))
+        metrics.update(env_step_metrics(extras))  # arise_env_agent's episodes, when the batch holds some
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)

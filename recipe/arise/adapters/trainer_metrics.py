@@ -61,6 +61,8 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
             f" | tool calls {metrics['arise/tool_calls']:.2f}"
             f" (malformed {metrics.get('arise/tool_calls_malformed', 0.0):.2f})"
         )
+    if "arise/env_success" in metrics:  # arise_env_agent's episodes: success, and environments that failed
+        tool += f" | env success {metrics['arise/env_success']:.2f} failed {int(metrics['arise/env_failed'])}"
     # query groups a failed agent-loop session left incomplete (recipe.arise.adapters.rollout_failures)
     failed = f" | failed groups {int(metrics.get('arise/rollout_failures', 0))}"
     if "arise/phase" not in metrics:  # arise.enable=false: plain GRPO through the same trainer
@@ -74,6 +76,28 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
         f"/{int(metrics['arise/summary_attempts'])} | library {int(metrics['arise/cache_size'])}"
         f"+{int(metrics['arise/reservoir_size'])} (new {int(metrics['arise/new_skills'])}){tool}{failed} | {t:.1f}s"
     )
+
+
+def env_step_metrics(extras: Sequence[Any]) -> dict[str, float]:
+    """``arise_env_agent``'s episodes among the trajectories (their ``extra_fields["env"]``, one dict
+    per trajectory as the trainer reads them from the batch): success rate, mean replies, invalid
+    actions and seconds per episode, the episodes whose environment failed (a count), and the success
+    rate per task type (``arise/env_success/<task_type>``); {} when no trajectory is an episode."""
+    episodes = [e["env"] for e in extras if isinstance(e, Mapping) and isinstance(e.get("env"), Mapping)]
+    if not episodes:
+        return {}
+    m = {
+        "arise/env_success": float(np.mean([bool(e["won"]) for e in episodes])),
+        "arise/env_turns": float(np.mean([e["turns"] for e in episodes])),
+        "arise/env_invalid_actions": float(np.mean([e["invalid_actions"] for e in episodes])),
+        "arise/env_s": float(np.mean([e.get("seconds", 0.0) for e in episodes])),
+        "arise/env_failed": float(sum(e.get("failed") is not None for e in episodes)),
+    }
+    by_type: dict[str, list[bool]] = {}
+    for e in episodes:
+        by_type.setdefault(str(e.get("task_type") or "unknown"), []).append(bool(e["won"]))
+    m.update({f"arise/env_success/{t}": float(np.mean(won)) for t, won in sorted(by_type.items())})
+    return m
 
 
 def step_metrics(
@@ -150,4 +174,4 @@ def step_metrics(
     return m
 
 
-__all__ = ["StepState", "SummaryCounts", "console_line", "step_metrics"]
+__all__ = ["StepState", "SummaryCounts", "console_line", "env_step_metrics", "step_metrics"]

@@ -23,7 +23,10 @@ def _key(default: Any, help: str) -> Any:  # as arise_config._key (that module i
 @dataclass
 class EnvConfig:
     step_timeout_s: float = _key(
-        60.0, "environment episodes: an environment's reset or step past this (s) fails the episode (env_failed)"
+        60.0, "environment episodes: an environment's step past this (s) fails the episode (arise/env_failed)"
+    )
+    reset_timeout_s: float = _key(
+        180.0, "environment episodes: starting an environment (a JVM) and resetting it to a game, at most (s)"
     )
     episode_timeout_s: float = _key(
         900.0, "environment episodes: the wall-clock limit (s) of one episode, generation included; then it ends"
@@ -41,7 +44,7 @@ class EnvConfig:
                 raise ValueError(f"arise.env.{f.name} must be a number, got {value!r} ({type(value).__name__})")
             if f.type == "str" and not isinstance(value, str):
                 raise ValueError(f"arise.env.{f.name} must be a string, got {value!r} ({type(value).__name__})")
-        for name in ("step_timeout_s", "episode_timeout_s"):
+        for name in ("step_timeout_s", "reset_timeout_s", "episode_timeout_s"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"arise.env.{name} must be a finite number > 0 (seconds), got {getattr(self, name)!r}")
         if not self.summary_domain.strip():

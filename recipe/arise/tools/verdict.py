@@ -40,11 +40,13 @@ import math
 import sys
 from dataclasses import dataclass
 
-from recipe.arise.tools.verdict_inputs import (  # scale_of: re-exported
+from recipe.arise.tools.verdict_inputs import (  # scale_of, RUN_KEYS: re-exported
+    RUN_KEYS,  # noqa: F401
     RunConfig,
     VerdictInputError,
     config_folder,
     find_config,
+    is_run_key,
     load,
     read_config,
     scale_of,
@@ -63,22 +65,6 @@ ACTIVITY_KEYS = (
     "arise/skill_use_rate",
 )
 OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
-# arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool, failed and
-# refilled groups): no sign of ARISE
-RUN_KEYS = frozenset(
-    (
-        "arise/rows_dropped",
-        "arise/val_rows_dropped",
-        "arise/tool_calls",
-        "arise/tool_error_rate",
-        "arise/tool_s",
-        "arise/tool_calls_malformed",
-        "arise/rollout_failures",
-        "arise/rollout_dropped",
-        "arise/val_rollout_failures",
-        "arise/refilled_groups",
-    )
-)
 
 
 @dataclass
@@ -136,7 +122,7 @@ def gate_target_check(p2: list[dict[str, float]], target: float) -> Check:
 
 def expectation_checks(rows: list[dict[str, float]], expect: str, config: RunConfig | None) -> list[Check]:
     """Whether ARISE ran as expected; the run's only check when it was off or ran unexpectedly."""
-    arise_steps = sum(1 for r in rows if any(k.startswith("arise/") and k not in RUN_KEYS for k in r))
+    arise_steps = sum(1 for r in rows if any(k.startswith("arise/") and not is_run_key(k) for k in r))
     configured = f" (arise.enable={str(config.arise_enable).lower()} in {config.path})" if config else ""
     if expect == "grpo":
         if not arise_steps:

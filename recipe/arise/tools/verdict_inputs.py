@@ -10,6 +10,34 @@ from pathlib import Path
 
 from recipe.arise.tools.report import find_metrics, metrics_launches, read_metrics
 
+# arise/* keys the trainer logs with ARISE on or off (rows dropped at load, the python tool, failed and
+# refilled groups, environment episodes): no sign of ARISE
+RUN_KEYS = frozenset(
+    (
+        "arise/rows_dropped",
+        "arise/val_rows_dropped",
+        "arise/tool_calls",
+        "arise/tool_error_rate",
+        "arise/tool_s",
+        "arise/tool_calls_malformed",
+        "arise/rollout_failures",
+        "arise/rollout_dropped",
+        "arise/val_rollout_failures",
+        "arise/refilled_groups",
+        "arise/env_success",
+        "arise/env_turns",
+        "arise/env_invalid_actions",
+        "arise/env_s",
+        "arise/env_failed",
+    )
+)
+RUN_KEY_PREFIXES = ("arise/env_success/",)  # per task type, also logged with ARISE off
+
+
+def is_run_key(key: str) -> bool:
+    """An arise/* key the trainer logs with ARISE on or off (no sign of ARISE)."""
+    return key in RUN_KEYS or key.startswith(RUN_KEY_PREFIXES)
+
 
 class VerdictInputError(Exception):
     """The metrics could not be read (missing, empty, unparseable): exit status 2, not a FAIL."""
