@@ -113,10 +113,21 @@ async def call_env(fn, *args, timeout_s: float, what: str):
         raise EnvFailure(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
+def acquire(spec: EnvSpec, **limits: float) -> EnvRunner:
+    """A runner with ``limits`` on an idle environment of the pool (built on first use)."""
+    return EnvRunner(lambda: POOL.take(spec.name, spec.options), label=spec.name, **limits)
+
+
 def release(runner: EnvRunner, spec: EnvSpec) -> None:
-    """The runner back to the pool (a broken one is closed, which may wait on the environment: in a
-    daemon thread of its own, off the event loop)."""
-    threading.Thread(target=POOL.release, args=(runner, spec.name, spec.options), daemon=True).start()
+    """The runner's environment back to the pool (a broken runner has closed its own; a close may
+    wait on the environment: in a daemon thread of its own, off the event loop)."""
+
+    def give_back() -> None:
+        env, runner.env = runner.env, None
+        if env is not None:
+            POOL.give_back(env, spec.name, spec.options, healthy=not (runner.broken or runner.closed))
+
+    threading.Thread(target=give_back, daemon=True).start()
 
 
 @dataclasses.dataclass
@@ -172,10 +183,13 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         self.prompt_ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
+        # the weights' versions the episode was generated with (verl's trainer logs its staleness from
+        # them, for every trajectory): the first and last generation's; none: the step's own
+        step = kwargs.get("global_steps")
+        self.versions = {"min_global_steps": None, "max_global_steps": None, "default": step}
         limits = self.limits
-        runner = POOL.acquire(
-            spec.name,
-            spec.options,
+        runner = acquire(
+            spec,
             step_timeout_s=limits.step_timeout_s,
             reset_timeout_s=limits.reset_timeout_s,
             episode_timeout_s=self._time_left(),
@@ -254,6 +268,7 @@ class ARISEEnvAgentLoop(AgentLoopBase):
                     request_id=request_id, prompt_ids=self.prompt_ids, sampling_params=params
                 )
             self._preempted(out)
+            self._versions(out)
             await self._merge_reply(list(out.token_ids), out.log_probs)
             episode.turns += 1
             text = await self.loop.run_in_executor(
@@ -321,6 +336,13 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         elif count:
             self.metrics["num_preempted"] += count
 
+    def _versions(self, out) -> None:
+        fields = getattr(out, "extra_fields", None) or {}
+        if self.versions["min_global_steps"] is None:
+            self.versions["min_global_steps"] = fields.get("min_global_steps")
+        if fields.get("max_global_steps") is not None:
+            self.versions["max_global_steps"] = fields["max_global_steps"]
+
     def _output(self) -> AgentLoopOutput:
         n = len(self.mask)
         prompt_ids = self.prompt_ids[: len(self.prompt_ids) - n]
@@ -333,7 +355,13 @@ class ARISEEnvAgentLoop(AgentLoopBase):
             response_logprobs=self.logprobs[:cut] if self.logprobs else None,
             num_turns=2 * self.episode.turns + 1,
             metrics=self.metrics,
-            extra_fields={EXTRA_ENV: self.episode.as_dict()},
+            extra_fields={
+                **{
+                    k: self.versions[k] if self.versions[k] is not None else self.versions["default"]
+                    for k in ("min_global_steps", "max_global_steps")
+                },  # fmt: skip
+                EXTRA_ENV: self.episode.as_dict(),
+            },
         )
 
 
