@@ -64,8 +64,9 @@ case "$TOOL" in
   *) echo "unknown TOOL=$TOOL (python, or unset for the single-turn agent)" >&2; exit 2 ;;
 esac
 # ENV=<name>: the text-environment agent (`arise_env_agent`, multi-turn episodes with ARISE's skill
-# layer) on that environment's games (`python -m recipe.arise.data_prep.env --env <name>` writes them
-# to ~/data/arise_env_<name>: train.parquet, test.parquet). docs/environments.md
+# layer) on that environment's games in DATA_DIR (default ~/data/arise/env/<name>, where
+# docs/environments.md's `python -m recipe.arise.data_prep.env --env <name> --out ...` writes them:
+# train.parquet, test.parquet)
 ENV=${ENV:-}                                # twx | scienceworld: the env agent on that environment; unset: math
 case "$ENV" in
   "" | twx | scienceworld) ;;
@@ -76,7 +77,7 @@ if [ -n "$ENV" ] && [ -n "$TOOL" ]; then
   exit 2
 fi
 if [ -n "$ENV" ]; then
-  DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise_env_$ENV}")
+  DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise/env/$ENV}")
   TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
   VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
 fi
