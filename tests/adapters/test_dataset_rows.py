@@ -111,6 +111,7 @@ def test_the_trainer_logs_the_dropped_rows(monkeypatch):
     from recipe.arise.adapters.trainers import ARISETrainer
 
     monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
+    monkeypatch.setattr(ARISETrainer, "_extra_fields", lambda self, batch: [{}])  # a math batch
     trainer = object.__new__(ARISETrainer)
     trainer._arise_metrics, trainer.library, trainer.total_training_steps = {}, None, 1
     trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})

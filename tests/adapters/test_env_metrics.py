@@ -1,6 +1,7 @@
 """The trainer's metrics of ``arise_env_agent``'s episodes (recipe/arise/adapters/trainer_metrics.py):
-arise/env_* every step the batch holds episodes, ARISE on or off, on the console line too; none in a
-math run; the verdict counts none of them as a sign of ARISE."""
+arise/env_* every step with episodes, ARISE on (every generated episode, tests/adapters/
+test_reward_manager.py) or off (the trained batch's), on the console line too; none in a math run;
+the verdict counts none of them as a sign of ARISE."""
 
 from types import SimpleNamespace
 
@@ -88,3 +89,24 @@ def test_the_console_line_of_an_arise_step_shows_them():
     }
     assert "| env success 0.50 failed 1 |" in console_line(3, 5, metrics)
     assert "env success" not in console_line(3, 5, {k: v for k, v in metrics.items() if "env" not in k})
+
+
+def test_with_arise_on_the_steps_own_episode_metrics_are_kept(monkeypatch):
+    """ARISE's step metrics count every generated episode; the trained batch's do not replace them."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from recipe.arise.adapters.rollout_failures import FailureTally
+    from recipe.arise.adapters.trainers import ARISETrainer
+
+    monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
+    monkeypatch.setattr(ARISETrainer, "_extra_fields", lambda self, batch: EXTRAS)  # success 0.5 there
+    trainer = object.__new__(ARISETrainer)
+    trainer._arise_metrics = {"arise/env_success": 0.9, "arise/env_failed": 0.0}
+    trainer.library, trainer.total_training_steps = None, 3
+    trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})
+    trainer.train_dataset = trainer.val_dataset = SimpleNamespace(rows_dropped=0)
+    trainer.replay_buffer = SimpleNamespace(failures={"train": FailureTally()}, refilled_step=0)
+    trainer._val_failures = None
+    metrics = {"critic/score/mean": 0.5, "timing_s/step": 1.0}
+    ARISETrainer._compute_metrics(trainer, None, metrics, {}, global_steps=1, epoch=0)
+    assert metrics["arise/env_success"] == 0.9 and "arise/env_success/coin" not in metrics

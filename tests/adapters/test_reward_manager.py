@@ -325,3 +325,20 @@ def test_a_streamed_episode_trace_is_its_transcript_marked_env(monkeypatch):
     assert trace["env"] is True and trace["question"] == "Take the key."
     # each observation clipped to tool_result_chars (core.transcript.env_transcript)
     assert trace["text"] == "OBSERVATION: A roo\nACTION: take key\nOBSERVATION: You w"
+
+
+def test_every_generated_episode_counts_in_the_step_metrics_not_only_the_trained_batch(monkeypatch):
+    """Dynamic sampling drops the groups all won or all lost from the batch the actor trains on:
+    success counted there would sit near 0.5. The step counts the posted observations, every episode."""
+    from recipe.arise.adapters.trainer_metrics import StepState, step_metrics
+    from recipe.arise.core.library import SkillLibrary
+    from recipe.arise.core.library_entry import StepEvents
+
+    posted = []
+    for won in (True, True, True, False):  # e.g. one all-won group of 3 and a lost episode of another
+        posted += run(monkeypatch, ARISEConfig(), {**CONTROL, "env": {**EPISODE, "won": won}}, truth="")[1]
+    assert posted[0].env == {k: v for k, v in EPISODE.items() if k != "transcript"}
+    m = step_metrics(SkillLibrary(), 2, posted, StepEvents(step=1), StepState(), 0.0, True)
+    assert m["arise/env_success"] == 0.75 and m["arise/env_success/keys"] == 0.75 and m["arise/env_turns"] == 3.0
+    math = run(monkeypatch, ARISEConfig(), CONTROL)[1]
+    assert "arise/env_success" not in step_metrics(SkillLibrary(), 2, math, StepEvents(step=1), StepState(), 0.0, True)

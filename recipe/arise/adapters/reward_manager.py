@@ -124,6 +124,7 @@ class ARISERewardManager(RewardManagerBase):
                 messages=messages,
                 tool_selection=tool_selection,  # rescored in the context its prompt had
                 grader_error=grader_error,
+                env=None if episode is None else {k: v for k, v in episode.items() if k != "transcript"},
             )
             # Awaited so the observation is in the replica before the trajectory reaches the trainer.
             group = await replica.record.remote(observation, trace)

@@ -384,7 +384,8 @@ class ARISEHooks(GateMixin, UploadMixin):
         extras = self._extra_fields(batch)
         if tool_run or rollout.multi_turn.enable:
             metrics.update(tool_step_metrics(extras, tool_run=tool_run))
-        metrics.update(env_step_metrics(extras))  # arise_env_agent's episodes, when the batch holds some
+        if "arise/env_success" not in metrics:  # ARISE off: the trained batch's episodes (on: every generated one)
+            metrics.update(env_step_metrics(extras))
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)

@@ -80,9 +80,10 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
 
 def env_step_metrics(extras: Sequence[Any]) -> dict[str, float]:
     """``arise_env_agent``'s episodes among the trajectories (their ``extra_fields["env"]``, one dict
-    per trajectory as the trainer reads them from the batch): success rate, mean replies, invalid
-    actions and seconds per episode, the episodes whose environment failed (a count), and the success
-    rate per task type (``arise/env_success/<task_type>``); {} when no trajectory is an episode."""
+    per trajectory): success rate, mean replies, invalid actions and seconds per episode, the
+    episodes whose environment failed (a count), and the success rate per task type
+    (``arise/env_success/<task_type>``); {} when no trajectory is an episode. With ARISE on the step
+    counts every generated episode (the observations); off, the batch the actor trained on."""
     episodes = [e["env"] for e in extras if isinstance(e, Mapping) and isinstance(e.get("env"), Mapping)]
     if not episodes:
         return {}
@@ -168,6 +169,8 @@ def step_metrics(
         "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
+    # every generated episode (the trained batch lacks the groups dynamic sampling dropped)
+    m.update(env_step_metrics([{"env": o.env} for o in observations if o.env is not None]))
     m["arise/ig_skipped"] = float(state.ig_skipped)
     if state.ig:
         m["arise/ig_exact_mean"] = float(np.mean(list(state.ig.values())))

@@ -37,6 +37,9 @@ class Observation:
     # why the grader could not decide (a timeout, a dead worker, an error on the text; counted in
     # arise/grader_errors, the trajectory graded wrong); None: it decided
     grader_error: str | None = None
+    # an environment episode's record (arise_env_agent: won, turns, invalid_actions, seconds, task_type,
+    # failed; not its transcript); None: not an episode. The step's arise/env_* count every generated one
+    env: dict[str, Any] | None = None
 
     @property
     def scored(self) -> bool:
