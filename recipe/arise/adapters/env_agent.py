@@ -12,8 +12,9 @@ or ``arise.env.episode_timeout_s``.
 The episode's result goes into ``extra_fields["env"]`` (:data:`EXTRA_ENV`): won, turns,
 invalid_actions, seconds, task_type, failed, stop, transcript; the reward manager scores it and the
 trainer logs it (``arise/env_*``). The environment comes from the process's pool
-(``recipe.arise.envs.runner.POOL``: a JVM is started once per worker and reused) behind its time
-limits (``arise.env.*``); every call runs off the event loop (:func:`call_env`). An environment that
+(``recipe.arise.envs.runner.POOL``: a JVM starts once per concurrent episode and is reused), behind
+an :class:`EnvRunner`'s time limits (``arise.env.*``); every call runs off the event loop
+(:func:`call_env`). An environment that
 raises or hangs fails the episode (``failed`` names why, counted in ``arise/env_failed``), never
 the run; an error of this loop's own code still raises (``recipe.arise.adapters.rollout_failures``
 records it), and a missing package (ImportError) too: every episode would fail.
@@ -113,21 +114,14 @@ async def call_env(fn, *args, timeout_s: float, what: str):
         raise EnvFailure(f"{what} raised {type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
-def acquire(spec: EnvSpec, **limits: float) -> EnvRunner:
-    """A runner with ``limits`` on an idle environment of the pool (built on first use)."""
-    return EnvRunner(lambda: POOL.take(spec.name, spec.options), label=spec.name, **limits)
-
-
-def release(runner: EnvRunner, spec: EnvSpec) -> None:
-    """The runner's environment back to the pool (a broken runner has closed its own; a close may
-    wait on the environment: in a daemon thread of its own, off the event loop)."""
-
-    def give_back() -> None:
-        env, runner.env = runner.env, None
-        if env is not None:
-            POOL.give_back(env, spec.name, spec.options, healthy=not (runner.broken or runner.closed))
-
-    threading.Thread(target=give_back, daemon=True).start()
+def give_back(runner: EnvRunner, spec: EnvSpec, healthy: bool) -> None:
+    """The runner's environment back to the pool: kept for the next episode if ``healthy``, else
+    closed (which may wait on the environment: in a daemon thread of its own, off the event loop).
+    A runner that broke has closed its environment already."""
+    env, runner.env, runner.closed = runner.env, None, True
+    if env is not None:
+        args, kwargs = (env, spec.name, spec.options), {"healthy": healthy and not runner.broken}
+        threading.Thread(target=POOL.give_back, args=args, kwargs=kwargs, daemon=True).start()
 
 
 @dataclasses.dataclass
@@ -188,12 +182,14 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         step = kwargs.get("global_steps")
         self.versions = {"min_global_steps": None, "max_global_steps": None, "default": step}
         limits = self.limits
-        runner = acquire(
-            spec,
+        runner = EnvRunner(
+            lambda: POOL.take(spec.name, spec.options),  # an idle environment, else a new one (a JVM start)
+            label=spec.name,
             step_timeout_s=limits.step_timeout_s,
             reset_timeout_s=limits.reset_timeout_s,
             episode_timeout_s=self._time_left(),
         )
+        healthy = False
         try:
             with simple_timer("tool_calls", self.metrics):
                 _, first = await call_env(
@@ -206,16 +202,14 @@ class ARISEEnvAgentLoop(AgentLoopBase):
             messages = self._with_first_observation(messages, first)
             self.prompt_ids = await self._first_prompt(messages)
             await self._turns(runner, messages, first.admissible, sampling_params)
+            healthy = True
         except EnvFailure as failure:
             if isinstance(failure.__cause__, ImportError):  # the environment's package or Java is missing
                 raise failure.__cause__ from None
             self.episode.failed, self.episode.stop, self.episode.won = str(failure), "failed", False
             logger.warning(f"{AGENT_NAME}: the environment failed, the episode counts as failed: {failure}")
-        except BaseException:
-            runner.broken = True  # abandoned mid-game by an error of this loop: not handed on
-            raise
-        finally:
-            release(runner, spec)
+        finally:  # an error of this loop's own code leaves it unhealthy: its state is not handed on
+            give_back(runner, spec, healthy)
         if not self.prompt_ids:  # the environment failed before the first turn: the row's prompt, no response
             self.prompt_ids = await self.ct_build_initial_tokens(messages)
         self.episode.seconds = time.monotonic() - started

@@ -122,7 +122,9 @@ def length_budget(cfg) -> dict[str, int]:
     skill_tokens = 128
     if arise is not None:
         trace_chars = int(arise.summary.get("trace_clip_chars", 400))
-        if cfg.actor_rollout_ref.rollout.get("multi_turn", {}).get("enable", False):  # tool traces: transcripts
+        rollout = cfg.actor_rollout_ref.rollout
+        episodes = rollout.get("agent", {}).get("default_agent_loop", None) == "arise_env_agent"
+        if rollout.get("multi_turn", {}).get("enable", False) or episodes:  # tool or episode traces: transcripts
             trace_chars = max(trace_chars, int(arise.summary.get("transcript_chars", 1600)))
         summary_chars = int(arise.summary.get("max_traces", 2)) * trace_chars
         summary_tokens = int(arise.summary.get("max_tokens", 192))
