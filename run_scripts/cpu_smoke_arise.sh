@@ -57,9 +57,9 @@ fi
 if [ -n "$ENV" ]; then
   # the prompt holds the task and the first observation with its admissible actions (~210 tokens,
   # ~260 with a skill); the response 3 replies and the 2 observations between them (~330); the
-  # summary prompt 2 episode transcripts of <= 1,600 chars: 320 + 256 + max(448, 1280) = 1,856 of the
-  # tiny env model's 2,048 positions
-  export MAX_PROMPT=${MAX_PROMPT:-320} MAX_RESPONSE=${MAX_RESPONSE:-448} SUMMARY_ROOM=${SUMMARY_ROOM:-1280}
+  # summary prompt 2 episode transcripts of <= 1,600 chars (the preflight's bound: 1,878 tokens in
+  # all): 320 + 256 + max(448, 1344) = 1,920 of the tiny env model's 2,048 positions
+  export MAX_PROMPT=${MAX_PROMPT:-320} MAX_RESPONSE=${MAX_RESPONSE:-448} SUMMARY_ROOM=${SUMMARY_ROOM:-1344}
   export ENV_TURNS=${ENV_TURNS:-3}
 fi
 
