@@ -63,6 +63,24 @@ case "$TOOL" in
   "" | python) ;;
   *) echo "unknown TOOL=$TOOL (python, or unset for the single-turn agent)" >&2; exit 2 ;;
 esac
+# ENV=<name>: the text-environment agent (`arise_env_agent`, multi-turn episodes with ARISE's skill
+# layer) on that environment's games in DATA_DIR (default ~/data/arise/env/<name>, where
+# docs/environments.md's `python -m recipe.arise.data_prep.env --env <name> --out ...` writes them:
+# train.parquet, test.parquet)
+ENV=${ENV:-}                                # twx | scienceworld: the env agent on that environment; unset: math
+case "$ENV" in
+  "" | twx | scienceworld) ;;
+  *) echo "unknown ENV=$ENV (twx, scienceworld, or unset for the math task)" >&2; exit 2 ;;
+esac
+if [ -n "$ENV" ] && [ -n "$TOOL" ]; then
+  echo "ENV=$ENV and TOOL=$TOOL together: a run has one agent (the env agent or the tool agent); unset one" >&2
+  exit 2
+fi
+if [ -n "$ENV" ]; then
+  DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise/env/$ENV}")
+  TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
+  VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+fi
 DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise${TOOL:+_tool}}")  # data_prep/prepare_all.sh's output
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
 VAL_FILES=${VAL_FILES:-"['$DATA_DIR/eval/aime24.parquet','$DATA_DIR/eval/aime25.parquet','$DATA_DIR/eval/amc23.parquet']"}
@@ -196,6 +214,16 @@ if [ -n "$TOOL" ]; then
     actor_rollout_ref.rollout.multi_turn.format=${TOOL_FORMAT:-hermes}
   )
   ENGINE_OVERRIDES+=("${TOOL_OVERRIDES[@]}")
+fi
+
+# the env agent: every reply and every observation shares the response's MAX_RESPONSE tokens; the
+# episode ends after ENV_TURNS replies (verl's turn budget; the rows name the agent loop too)
+ENV_TURNS=${ENV_TURNS:-10}                  # multi_turn.max_assistant_turns of an episode
+if [ -n "$ENV" ]; then
+  ENGINE_OVERRIDES+=(
+    actor_rollout_ref.rollout.agent.default_agent_loop=arise_env_agent
+    actor_rollout_ref.rollout.multi_turn.max_assistant_turns=$ENV_TURNS
+  )
 fi
 
 TRAIN_OVERRIDES=(

@@ -20,6 +20,9 @@
 #   TRAINER_MODE=sync|colocate_async|separate_async: verl's v1 trainer mode ARISE runs under (common.sh;
 #   default sync; colocate_async: outputs/cpu_smoke_colocate_async and so on; separate_async: two fake
 #   "GPU" slots and the CPU weight sync, run_scripts/cpu_env.sh)
+#   ENV=twx: the env agent (common.sh's ENV overrides: arise_env_agent) in TextWorldExpress's coin
+#   game on the tiny env assets (recipe.arise.cpu.tiny_env: the warm start also teaches the episode
+#   format), in outputs/cpu_smoke_env_twx (ARISE=false: outputs/cpu_smoke_env_twx_grpo); not with TOOL
 # It ends with `python -m recipe.arise.tools.verdict --scale tiny --expect arise|grpo` on the run's
 # metrics (every launch): exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase
 # II, or no ARISE activity at all), 2 when the metrics cannot be read; ARISE=false expects ARISE off.
@@ -31,19 +34,34 @@ case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARI
 # the GRPO run has its own folder: it must never resume the ARISE run's checkpoints
 TOOL=${TOOL:-}
 case "$TOOL" in "" | python) ;; *) echo "TOOL must be python or unset, got $TOOL" >&2; exit 2 ;; esac
+ENV=${ENV:-}
+case "$ENV" in "" | twx) ;; *) echo "ENV must be twx or unset (the tiny env assets play twx), got $ENV" >&2; exit 2 ;; esac
+if [ -n "$ENV" ] && [ -n "$TOOL" ]; then
+  echo "ENV=$ENV and TOOL=$TOOL together: a run has one agent (the env agent or the tool agent); unset one" >&2
+  exit 2
+fi
 # a trainer mode other than sync has its own folder too (its checkpoints hold verl's TransferQueue state)
 MODE_TAG=$([ "${TRAINER_MODE:-sync}" = sync ] || echo "_$TRAINER_MODE")
-OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke${TOOL:+_tool}$([ "$ARISE" = true ] || echo _grpo)$MODE_TAG}")
+OUT_DIR=$(abspath "${OUT_DIR:-outputs/cpu_smoke${TOOL:+_tool}${ENV:+_env_$ENV}$([ "$ARISE" = true ] || echo _grpo)$MODE_TAG}")
 TINY_DIR=${TINY_DIR:-}
 PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
-TINY_MODULE=recipe.arise.cpu.tiny${TOOL:+_tool} # the tool assets' warm start also teaches the tool-call format
+# the tool (env) assets' warm start also teaches the tool-call (episode) format
+TINY_MODULE=recipe.arise.cpu.tiny${TOOL:+_tool}${ENV:+_env}
 if [ -n "$TOOL" ]; then
   # the prompt holds the tool list (~190 tokens, ~260 with a skill); the summary prompt has none,
   # so its room shrinks: 288 + 256 + max(288, 480) = 1,024, the tiny model's positions. The tiny
   # model calls once and answers; a tool result is one number: 2 results x 64 fit the response.
   export MAX_PROMPT=${MAX_PROMPT:-288} SUMMARY_ROOM=${SUMMARY_ROOM:-480}
   export TOOL_TURNS=${TOOL_TURNS:-3} TOOL_RESPONSE=${TOOL_RESPONSE:-64}
+fi
+if [ -n "$ENV" ]; then
+  # the prompt holds the task and the first observation with its admissible actions (~210 tokens,
+  # ~260 with a skill); the response 3 replies and the 2 observations between them (~330); the
+  # summary prompt 2 episode transcripts of <= 1,600 chars (the preflight's bound: 1,878 tokens in
+  # all): 320 + 256 + max(448, 1344) = 1,920 of the tiny env model's 2,048 positions
+  export MAX_PROMPT=${MAX_PROMPT:-320} MAX_RESPONSE=${MAX_RESPONSE:-448} SUMMARY_ROOM=${SUMMARY_ROOM:-1344}
+  export ENV_TURNS=${ENV_TURNS:-3}
 fi
 
 if [ -n "$TINY_DIR" ]; then
@@ -63,7 +81,7 @@ else
   echo "[cpu_smoke] tiny assets: $TINY"
 fi
 
-export PYTHON TOOL CPU=1
+export PYTHON TOOL ENV CPU=1
 export MODEL_PATH="$TINY/model"
 # your own data (TRAIN_FILES, VAL_FILES: a parquet file, or VAL_FILES="['a.parquet','b.parquet']") with
 # the tiny model; by default the tiny assets' addition problems

@@ -120,6 +120,10 @@ HOW = {
     "python -m recipe.arise.data_prep.env --env scienceworld --out ~/data/arise/env/scienceworld --train 10 --test 5": (
         E2E_ENV_PREP
     ),
+    # docs/environments.md: the CPU smoke run in TextWorldExpress (a launch: the launch tier)
+    "ENV=twx PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": (
+        "e2e: tests/e2e/test_cpu_env_e2e.py::test_episodes_are_played_and_finish"
+    ),
     # docs/sandbox.md
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=recipe/arise/config/python_tool.yaml": "elsewhere: "
     "an override, not a command; every TOOL=python script sets it (tests/test_run_scripts.py)",
@@ -230,9 +234,9 @@ def test_the_tiers_as_written_select_what_docs_say(command):
         assert {m for m in _LAUNCH_MODULES if any(f"/{m}::" in i for i in ids)} == set(_LAUNCH_MODULES), ids
 
 
-# the launch tier (tests/test_tiers.py checks the marker is on exactly the tests that launch): two
-# whole modules and two tests of the README run's module
-_LAUNCH_MODULES = ("test_faults_e2e.py", "test_scoring_prefix_cache.py", "test_cpu_async_e2e.py")
+# the launch tier (tests/test_tiers.py checks the marker is on exactly the tests that launch): whole
+# modules and two tests of the README run's module
+_LAUNCH_MODULES = ("test_faults_e2e.py", "test_scoring_prefix_cache.py", "test_cpu_async_e2e.py", "test_cpu_env_e2e.py")
 _LAUNCH_TESTS = (
     "test_cpu_e2e.py::test_eval_on_validation_machinery",
     "test_cpu_e2e.py::test_plain_grpo_through_the_same_path",

@@ -40,6 +40,7 @@ CASES = [
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "TRAINER_MODE": "colocate_async", **PY}),
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ENV": "twx", **PY}),  # the env agent
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
     ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
     # the tool agent (TOOL=python): ARISE, the GRPO baseline through the same path, the evaluation
@@ -62,6 +63,7 @@ TRAINING = [
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "TRAINER_MODE": "colocate_async", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "twx", **PY}),
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
 ]

@@ -299,3 +299,31 @@ def test_a_real_textworld_express_game_is_won_by_its_gold_path(tokenizer):
     assert episode["won"] is True and episode["turns"] == 3 and episode["failed"] is None
     assert episode["task_type"] == "coin" and episode["invalid_actions"] == 0
     assert [m for m, _ in runs(output.response_mask)] == [1, 0, 1, 0, 1]
+
+
+def test_the_episode_carries_the_weights_versions_verls_trainer_logs(tokenizer):
+    """verl's v1 trainer reads min/max_global_steps of every trajectory (its staleness metrics): the
+    first and the last generation's, else (no version reported) the step's own."""
+    replies = ["Action: look", "Action: take key"]
+    server = Server(tokenizer, replies)
+    versions = iter([{"min_global_steps": 2, "max_global_steps": 2}, {"min_global_steps": 3, "max_global_steps": 3}])
+    generate = server.generate
+
+    async def versioned(*args, **kwargs):
+        out = await generate(*args, **kwargs)
+        if kwargs["sampling_params"].get("prompt_logprobs") is None:
+            out.extra_fields = next(versions)
+        return out
+
+    server.generate = versioned
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
+
+    async def go():
+        loop = build_loop(ARISEEnvAgentLoop, tokenizer, server, trainer_config())
+        kwargs = {"raw_prompt": MESSAGES, "uid": "q", "session_id": 1, "global_steps": 3}
+        return await loop.run(params, extra_info=extra_info(), **kwargs)
+
+    fields = asyncio.run(go()).extra_fields
+    assert (fields["min_global_steps"], fields["max_global_steps"]) == (2, 3)
+    _, output, _ = play(tokenizer, replies)  # the scripted server reports none: the step's own (3)
+    assert (output.extra_fields["min_global_steps"], output.extra_fields["max_global_steps"]) == (3, 3)

@@ -177,6 +177,10 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         self.prompt_ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
+        # the weights' versions the episode was generated with (verl's trainer logs its staleness from
+        # them, for every trajectory): the first and last generation's; none: the step's own
+        step = kwargs.get("global_steps")
+        self.versions = {"min_global_steps": None, "max_global_steps": None, "default": step}
         limits = self.limits
         runner = EnvRunner(
             lambda: POOL.take(spec.name, spec.options),  # an idle environment, else a new one (a JVM start)
@@ -258,6 +262,7 @@ class ARISEEnvAgentLoop(AgentLoopBase):
                     request_id=request_id, prompt_ids=self.prompt_ids, sampling_params=params
                 )
             self._preempted(out)
+            self._versions(out)
             await self._merge_reply(list(out.token_ids), out.log_probs)
             episode.turns += 1
             text = await self.loop.run_in_executor(
@@ -325,6 +330,13 @@ class ARISEEnvAgentLoop(AgentLoopBase):
         elif count:
             self.metrics["num_preempted"] += count
 
+    def _versions(self, out) -> None:
+        fields = getattr(out, "extra_fields", None) or {}
+        if self.versions["min_global_steps"] is None:
+            self.versions["min_global_steps"] = fields.get("min_global_steps")
+        if fields.get("max_global_steps") is not None:
+            self.versions["max_global_steps"] = fields["max_global_steps"]
+
     def _output(self) -> AgentLoopOutput:
         n = len(self.mask)
         prompt_ids = self.prompt_ids[: len(self.prompt_ids) - n]
@@ -337,7 +349,13 @@ class ARISEEnvAgentLoop(AgentLoopBase):
             response_logprobs=self.logprobs[:cut] if self.logprobs else None,
             num_turns=2 * self.episode.turns + 1,
             metrics=self.metrics,
-            extra_fields={EXTRA_ENV: self.episode.as_dict()},
+            extra_fields={
+                **{
+                    k: self.versions[k] if self.versions[k] is not None else self.versions["default"]
+                    for k in ("min_global_steps", "max_global_steps")
+                },  # fmt: skip
+                EXTRA_ENV: self.episode.as_dict(),
+            },
         )
 
 

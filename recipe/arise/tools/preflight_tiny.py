@@ -1,7 +1,7 @@
 """The CPU smoke run's tiny assets in a preflight of ``run_scripts/cpu_smoke_arise.sh`` itself.
 
 Printing its overrides builds nothing: without ``TINY_DIR`` the script names its assets
-``TINY_PLACEHOLDER/<module>`` (``recipe.arise.cpu.tiny`` or ``recipe.arise.cpu.tiny_tool``). Where
+``TINY_PLACEHOLDER/<module>`` (``recipe.arise.cpu.tiny``, ``tiny_tool`` or ``tiny_env``). Where
 that module's assets are already in the content-keyed cache (the folder a launch takes), the
 preflight checks those in the placeholder's place: the model, and its tokenizer for the prompt
 lengths of the run's data, the user's own files included. Otherwise what stands on the placeholder
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recipe.arise.tools.preflight_common import TINY_PLACEHOLDER, Finding
 
-MODULES = ("recipe.arise.cpu.tiny", "recipe.arise.cpu.tiny_tool")
+MODULES = ("recipe.arise.cpu.tiny", "recipe.arise.cpu.tiny_tool", "recipe.arise.cpu.tiny_env")
 
 
 def cache_folder(module: str) -> Path:
@@ -24,6 +24,10 @@ def cache_folder(module: str) -> Path:
 
     if module == "recipe.arise.cpu.tiny":
         return asset_cache.cache_root() / f"tiny-{tiny.ASSETS_FAMILY}-{tiny.assets_key()}"
+    if module == "recipe.arise.cpu.tiny_env":
+        from recipe.arise.cpu import tiny_env
+
+        return tiny_env.cache_folder()
     from recipe.arise.cpu import tiny_tool
 
     return asset_cache.cache_root() / f"tiny-{tiny.ASSETS_FAMILY}-tool-{tiny_tool.TOOL}-{tiny_tool.assets_key()}"
