@@ -236,7 +236,13 @@ def test_the_tiers_as_written_select_what_docs_say(command):
 
 # the launch tier (tests/test_tiers.py checks the marker is on exactly the tests that launch): whole
 # modules and two tests of the README run's module
-_LAUNCH_MODULES = ("test_faults_e2e.py", "test_scoring_prefix_cache.py", "test_cpu_async_e2e.py", "test_cpu_env_e2e.py")
+_LAUNCH_MODULES = (
+    "test_faults_e2e.py",
+    "test_scoring_prefix_cache.py",
+    "test_cpu_async_e2e.py",
+    "test_cpu_separate_e2e.py",
+    "test_cpu_env_e2e.py",
+)
 _LAUNCH_TESTS = (
     "test_cpu_e2e.py::test_eval_on_validation_machinery",
     "test_cpu_e2e.py::test_plain_grpo_through_the_same_path",
