@@ -93,3 +93,20 @@ def build_cached_assets(target: Path, build_assets) -> Path:
             json.dumps({k: str(v) for k, v in build_assets(folder).items()}, indent=2)
         ),
     )
+
+
+def variant_main(argv, doc: str, build_assets, cached_assets, sft_steps: int) -> None:
+    """The command line of a tiny-asset variant (tiny_tool, tiny_env): build into OUT_DIR, or
+    print the cached assets' folder (``--cached``), building it if needed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", nargs="?", help="build here; omit with --cached")
+    parser.add_argument("--cached", action="store_true", help="print the assets' folder in the cache, building it")
+    parser.add_argument("--sft-steps", type=int, default=sft_steps)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not (args.cached or args.out_dir):
+        parser.error("out_dir is required unless --cached")
+    built = None if args.cached else build_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)
+    print(cached_assets() if args.cached else json.dumps(built, indent=2))

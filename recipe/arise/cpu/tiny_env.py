@@ -20,7 +20,6 @@ usage: python -m recipe.arise.cpu.tiny_env OUT_DIR | --cached
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -304,16 +303,7 @@ def cache_folder(root: str | os.PathLike | None = None) -> Path:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir", nargs="?", help="build here; omit with --cached")
-    parser.add_argument("--cached", action="store_true", help="print the assets' folder in the cache, building it")
-    parser.add_argument("--sft-steps", type=int, default=240)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if not (args.cached or args.out_dir):
-        parser.error("out_dir is required unless --cached")
-    built = None if args.cached else build_env_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)
-    print(cached_assets() if args.cached else json.dumps(built, indent=2))
+    asset_cache.variant_main(argv, __doc__, build_env_assets, cached_assets, sft_steps=240)
 
 
 if __name__ == "__main__":

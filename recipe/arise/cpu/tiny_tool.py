@@ -16,7 +16,6 @@ usage: python -m recipe.arise.cpu.tiny_tool OUT_DIR | --cached
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -296,16 +295,7 @@ def cached_assets(root: str | os.PathLike | None = None) -> Path:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir", nargs="?", help="build here; omit with --cached")
-    parser.add_argument("--cached", action="store_true", help="print the assets' folder in the cache, building it")
-    parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if not (args.cached or args.out_dir):
-        parser.error("out_dir is required unless --cached")
-    built = None if args.cached else build_tool_assets(args.out_dir, sft_steps=args.sft_steps, seed=args.seed)
-    print(cached_assets() if args.cached else json.dumps(built, indent=2))
+    asset_cache.variant_main(argv, __doc__, build_tool_assets, cached_assets, sft_steps=400)
 
 
 if __name__ == "__main__":
