@@ -49,5 +49,5 @@ def test_missing_validation_and_unmeasured_ig_fail(tmp_path, capsys):
 def test_unreadable_metrics_exit_2_naming_the_line(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "data": {}}\nnot json\n')
     code = coverage.main(["--resumed-at", "2", "--steps", "4", "--ig-every", "2", str(tmp_path / "metrics.jsonl")])
-    assert code == 2 and "metrics.jsonl:2" in capsys.readouterr().err
+    assert code == 2 and "metrics.jsonl line 2" in capsys.readouterr().err
     assert coverage.main(["--resumed-at", "2", "--steps", "4", "--ig-every", "2", str(tmp_path / "none.jsonl")]) == 2

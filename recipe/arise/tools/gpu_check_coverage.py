@@ -21,35 +21,24 @@ Exit status: 0 all OK, 1 a FAIL, 2 the metrics could not be read.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
-from recipe.arise.tools.report import metrics_launches
+from recipe.arise.tools.report import metrics_launches, read_metrics
 from recipe.arise.tools.verdict import FAIL, OK, Check
 
 EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 
 
 def launch_steps(path: str | Path) -> list[dict[int, dict[str, float]]]:
-    """Each launch's ``{step: {key: value}}``, oldest launch first. Raises OSError / ValueError
-    naming the file and line that cannot be read."""
+    """Each launch's ``{step: {key: value}}``, oldest launch first. Raises ValueError naming the file
+    and line that cannot be read (:func:`recipe.arise.tools.report.read_metrics`)."""
     launches = []
     for file in metrics_launches(path):
-        steps: dict[int, dict[str, float]] = {}
-        with file.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    step, data = int(record["step"]), dict(record["data"])
-                except (ValueError, KeyError, TypeError) as error:
-                    raise ValueError(f"{file}:{lineno}: not a metrics line ({error})") from error
-                steps.setdefault(step, {}).update(
-                    {k: float(v) for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-                )
+        steps, warnings = read_metrics(file, launches=False)
+        if warnings:
+            raise ValueError(f"{file}: not a metrics line: {warnings[0]}")
         launches.append(steps)
     if not launches:
         raise ValueError(f"{path}: no metrics file (nor an earlier launch's)")
