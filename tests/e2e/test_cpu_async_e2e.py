@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import smoke_run
 from async_checks import check_run as _check_run
+from async_checks import verdict_not_failed
 
 pytestmark = pytest.mark.e2e
 
@@ -23,14 +24,14 @@ pytestmark = pytest.mark.e2e
 def test_arise_under_colocate_async(tmp_path, tiny):
     # no preflight: tests/test_run_scripts.py checks this config with it
     proc = smoke_run.launch(tmp_path, TINY_DIR=tiny, TRAINER_MODE="colocate_async", SKIP_PREFLIGHT=1)
-    assert "[verdict] OK:" in proc.stdout  # the script exits 1 on FAIL: launch() fails first
+    verdict_not_failed(proc.stdout)  # the script exits 1 on FAIL: launch() fails first
     _check_run(tmp_path, "colocate_async")
 
 
 @pytest.mark.launch
 def test_tool_agent_under_colocate_async(tmp_path):
     proc = smoke_run.launch(tmp_path, TRAINER_MODE="colocate_async", TOOL="python", SKIP_PREFLIGHT=1)
-    assert "[verdict] OK:" in proc.stdout
+    verdict_not_failed(proc.stdout)
     metrics = _check_run(tmp_path, "colocate_async", loop="arise_tool_agent")
     # the tool was called (and ran: a sandbox failure is a tool error) in every step
     calls = {s: metrics[s]["arise/tool_calls"] for s in metrics}

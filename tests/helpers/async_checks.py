@@ -11,6 +11,14 @@ from recipe.arise.adapters.trainer_resume import PENDING_FILE, load_pending_obse
 STEPS, PHASE2, CHECKPOINTS = 6, (3, 4, 5, 6), (2, 4, 6)
 
 
+def verdict_not_failed(stdout: str) -> None:
+    """The verdict ran and FAILed nothing. A WARN is allowed: an async run's rollouts finish in a
+    timing-dependent order, so the tiny 6-step run's calibrated gate can miss its target pass rate
+    (a WARN line; CI saw 0.46 vs 0.73 once under separate_async) while skills are still used."""
+    assert "[verdict] OK:" in stdout or "[verdict] WARN:" in stdout, stdout[-2000:]
+    assert "[verdict] FAIL" not in stdout
+
+
 def check_run(tmp_path, mode: str, loop: str = "arise_agent") -> dict[int, dict[str, float]]:
     cfg = smoke_run.config(tmp_path)
     assert cfg.trainer.v1.trainer_mode == mode
