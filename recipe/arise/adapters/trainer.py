@@ -17,6 +17,7 @@ verl's ``extra_fields`` as a :class:`~recipe.arise.core.trajectory.TrajectoryInf
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -35,6 +36,7 @@ from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS, tool_step_metric
 from recipe.arise.adapters.replay_sampler import RecordingSampler
 from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
 from recipe.arise.adapters.scoring_context import ScoringContext, active_tool_schemas, trainer_scoring_parts
+from recipe.arise.adapters.scoring_requests import engine_params
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import (
     GateMixin,
@@ -243,6 +245,22 @@ class ARISEHooks(GateMixin, UploadMixin):
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
+
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """One request per prompt on the rollout servers, concurrently; errors come back as values (the
+        gate's rescoring, the summary rollouts and the exact IG send theirs through it)."""
+        client = self.get_llm_client()
+
+        async def one(ids):
+            return await client.generate(
+                request_id=uuid4().hex, prompt_ids=ids, sampling_params=engine_params(params, self.config)
+            )
+
+        async def run():
+            tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        return asyncio.run(run())
 
     def _scoring_context(self, extra_info=None) -> ScoringContext:
         """The scoring context the run's agent loop selects in (its builder, its tools after the
