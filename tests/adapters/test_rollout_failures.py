@@ -19,9 +19,10 @@ from skill_layer_host import build_loop
 import recipe.arise.adapters.rollout_failures as failures_module
 import recipe.arise.adapters.skill_layer as skill_layer_module
 from recipe.arise.adapters.library_replica import LibraryReplica
+from recipe.arise.adapters.replay_sampler import RecordingSampler as _RecordingSampler
+from recipe.arise.adapters.replay_sampler import RefillLimit
 from recipe.arise.adapters.rollout_failures import FailureTally, RolloutFailure, check_failures
 from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop
-from recipe.arise.adapters.trainer import RefillLimit, _RecordingSampler
 from recipe.arise.adapters.trainer_metrics import console_line
 from recipe.arise.adapters.trainers import ARISETrainer
 from recipe.arise.core.arise_config import ARISEConfig
@@ -300,3 +301,21 @@ def test_verls_v1_worker_fails_the_group_and_keys_trajectories_by_uid_session_in
     asyncio.run(worker_cls._run_prompt(worker, {"uid": "u1"}, {}, trajectory={"validate": False}))
     assert tags == [("u1", "train", "running"), ("u1", "train", "failure")] and sorted(finished) == [0, 2]
     assert 'f"{uid}_{session_id}_{i}"' in inspect.getsource(worker_cls._agent_loop_postprocess)
+
+
+def test_the_trainer_refuses_to_log_an_undeclared_metric(monkeypatch):
+    """Every arise/* key of a step is declared in recipe/arise/core/metrics.py: one that is not (a
+    typo, a new metric nobody declared) stops the trainer at its first step, naming it."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from recipe.arise.core.metrics import UndeclaredMetric
+
+    monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", lambda self, *a, **kw: None, raising=False)
+    monkeypatch.setattr(ARISETrainer, "_extra_fields", lambda self, batch: [{}])
+    trainer = _trainer([], failed=0)
+    trainer.total_training_steps = 5
+    trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"multi_turn": {"enable": False}}}})
+    trainer.train_dataset = trainer.val_dataset = None
+    trainer._arise_metrics = {"arise/skill_use": 0.5}  # the step's metrics from on_sample_end
+    with pytest.raises(UndeclaredMetric, match=r"step 2: .*'arise/skill_use'"):
+        ARISETrainer._compute_metrics(trainer, None, {}, {}, global_steps=2, epoch=0)

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
-from skill_layer_host import build_loop
+from skill_layer_host import build_loop, verl_tool_schemas
 from verl.experimental.agent_loop.agent_loop import ToolListWrap
 from verl.tools.function_tool import FunctionTool
 from verl.tools.schemas import OpenAIFunctionToolSchema
 from verl.tools.tool_registry import load_all_tools
 
 import recipe.arise.adapters.scoring_context as scoring_context_module
-from recipe.arise.adapters.scoring_context import active_tool_schemas, trainer_scoring_parts
+from recipe.arise.adapters.scoring_context import active_tool_schemas, tool_schema, trainer_scoring_parts
 from recipe.arise.adapters.skill_layer import SkillLayer
 from recipe.arise.adapters.tool_agent import ARISEToolAgentLoop
 from recipe.arise.adapters.trainer_gate import observed_queries, observed_tool_selections
@@ -87,7 +87,7 @@ def selection_prefix(tokenizer, config, messages=MESSAGES, loop=None, extra_info
     """The scoring context the tool loop's skill layer scores ``messages`` in (for a sample's
     ``extra_info``)."""
     loop = loop or tool_loop(tokenizer, config)
-    tools = loop.active_tool_schemas({"extra_info": extra_info})
+    tools = verl_tool_schemas(loop, extra_info)  # what verl's ToolAgentLoop.run chooses for the sample
     return SkillLayer(loop, tools).scoring_prefix(messages, SCORING_SUFFIX)
 
 
@@ -147,11 +147,18 @@ def test_the_trainer_renders_no_tools_for_the_single_turn_loop(tokenizer):
     assert list(trainer_scoring_parts(config, tokenizer, hf_model_type="qwen3")[1]) == ["python"]
 
 
-def test_the_samples_tool_selection_is_verls():
-    tools = {"a": {"n": "a"}, "b": {"n": "b"}}
-    assert active_tool_schemas(tools, None) == [{"n": "a"}, {"n": "b"}]
-    assert active_tool_schemas(tools, {"tool_selection": ["b", "missing", "b"]}) == [{"n": "b"}]
-    assert active_tool_schemas(tools, {"tool_selection": []}) == [{"n": "a"}, {"n": "b"}]
+def test_the_trainers_tool_lookup_gives_what_verls_loop_chooses(tokenizer):
+    """The trainer renders a recorded ``tool_selection`` (the gate's rescoring, the exact IG) with
+    ``active_tool_schemas``; verl's ``ToolAgentLoop.run`` chooses the same schemas for the sample."""
+    function = {"name": "other_tool", "description": "another", "parameters": {"type": "object", "properties": {}}}
+    schema = {"type": "function", "function": function}
+    other = FunctionTool(name="other_tool", fn=lambda: "", tool_schema=OpenAIFunctionToolSchema.model_validate(schema))
+    tools = [*load_all_tools(tool_config_path=TOOLS, function_tool_path=None), other]
+    loop = tool_loop(tokenizer, tool_run_config(), tools)
+    named = {tool.name: tool_schema(tool) for tool in tools}
+    for selection in (None, [], ["other_tool"], ["other_tool", "missing", "python", "other_tool"], ["missing"]):
+        info = None if selection is None else {"tool_selection": selection}
+        assert active_tool_schemas(named, info) == verl_tool_schemas(loop, info), selection
 
 
 def test_a_samples_tool_selection_is_rescored_and_measured_in_its_own_context(tokenizer, monkeypatch):

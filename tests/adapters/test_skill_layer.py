@@ -261,20 +261,48 @@ def test_the_tool_loop_counts_the_calls_that_reach_no_tool(tokenizer, monkeypatc
         assert asyncio.run(go(text)) == (expected, 1), case
 
 
-def test_the_tool_loop_scores_with_the_samples_own_tool_selection(tokenizer):
+def test_the_tool_loop_scores_with_verls_own_tool_selection(tokenizer, monkeypatch):
+    """The skill layer scores with the very schemas verl's ``ToolAgentLoop.run`` chose for the sample
+    (``extra_info.tool_selection``), not a copy of verl's selection; the skill goes into the prompt
+    verl then renders with them."""
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    from recipe.arise.adapters.skill_layer import SkillLayer
+
     other = dict(SCHEMA, function={**SCHEMA["function"], "name": "other_tool"})
     tools = [
         python_tool(),
         FunctionTool(name="other_tool", fn=lambda code: "", tool_schema=OpenAIFunctionToolSchema.model_validate(other)),
     ]
+    monkeypatch.setattr(skill_layer_module, "get_replica", lambda: Pool())
+    given, chosen = [], []
+    init, pending = SkillLayer.__init__, ToolAgentLoop._handle_pending_state
+
+    def layer(self, host, tools=None, skill_in_response=False):
+        given.append(tools)
+        init(self, host, tools, skill_in_response)
+
+    async def verls(self, agent_data, sampling_params):
+        chosen.append(agent_data._active_tool_schemas)
+        return await pending(self, agent_data, sampling_params)
+
+    monkeypatch.setattr(SkillLayer, "__init__", layer)
+    monkeypatch.setattr(ToolAgentLoop, "_handle_pending_state", verls)
+    server = Server(tokenizer.encode(" 3", add_special_tokens=False) + [tokenizer.eos_token_id])
+    server.favourite_ids = tokenizer.encode(FAVOURITE[1], add_special_tokens=False)
 
     async def go():
-        return build(ARISEToolAgentLoop, tokenizer, Server([]), trainer_config(), tools=ToolListWrap(tools))
+        loop = build(ARISEToolAgentLoop, tokenizer, server, trainer_config(), tools=ToolListWrap(tools))
+        return loop, await run(loop, uid="sel", extra_info={"tool_selection": ["other_tool", "missing"]})
 
-    loop = asyncio.run(go())
-    assert [s["function"]["name"] for s in loop.active_tool_schemas({})] == ["run_python", "other_tool"]
-    selected = loop.active_tool_schemas({"extra_info": {"tool_selection": ["other_tool", "missing"]}})
-    assert [s["function"]["name"] for s in selected] == ["other_tool"]
+    loop, output = asyncio.run(go())
+    assert given and given[0] is chosen[0]  # verl's own list
+    assert [s["function"]["name"] for s in chosen[0]] == ["other_tool"]
+    context = loop.continuous_token_builder.build_initial_tokens(MESSAGES, tools=chosen[0])
+    assert server.scoring and all(ids[: len(context)] == context for ids in server.scoring)
+    assert "run_python" not in tokenizer.decode(server.scoring[0])
+    injected = loop.continuous_token_builder.build_initial_tokens(inject_skill(MESSAGES, SEEDS[2]), tools=chosen[0])
+    assert server.generation[0] == injected and output.extra_fields["arise_skill_id"] == FAVOURITE[0]
 
 
 def test_train_manager_with_the_tool_loop_is_refused_naming_the_option(tokenizer):

@@ -2,8 +2,8 @@
 
 ``GateMixin`` and ``UploadMixin`` are mixed into :class:`~recipe.arise.adapters.trainer.ARISEHooks`.
 Every ``self.X`` a mixin touches must be its own (a method, or state annotated on the mixin) or
-declared in its host protocol (``GateHost``, ``UploadHost``); the trainer must provide everything
-those declare; a read of a mixin's state before its set-up call names that call.
+declared in its host protocol (``GateHost``, ``UploadHost``), never another mixin's; the trainer
+must provide everything those declare; a read of a mixin's state before its set-up call names that call.
 """
 
 from __future__ import annotations
@@ -132,8 +132,39 @@ def test_the_provided_check_can_fail():
         def __init__(self):
             self.arise = None
 
-    assert _missing(Bare, "trainer_gate") == ["global_steps", "library", "tokenizer", "_gate_file", "_scoring_context"]
-    assert "get_llm_client" in _missing(Bare, "trainer_upload") and "arise" not in _missing(Bare, "trainer_upload")
+    assert _missing(Bare, "trainer_gate") == [
+        "global_steps",
+        "library",
+        "tokenizer",
+        "_gate_file",
+        "_generate_all",
+        "_scoring_context",
+    ]
+    assert "_generate_all" in _missing(Bare, "trainer_upload") and "arise" not in _missing(Bare, "trainer_upload")
+
+
+def crossed(tree_of=None) -> list[str]:
+    """What a mixin reads that another mixin defines: the parts talk through their host only."""
+    tree_of = tree_of or _tree
+    own = {m: _declared(_class(tree_of(m), MIXINS[m][0])) for m in MIXINS}
+    out = []
+    for module in MIXINS:
+        read = _self_attributes(_class(tree_of(module), MIXINS[module][0]))[0]
+        for other in MIXINS:
+            if other != module:
+                out += [f"{MIXINS[module][0]} reads {MIXINS[other][0]}.{x}" for x in sorted(read & own[other])]
+    return out
+
+
+def test_no_mixin_calls_another_mixins_methods():
+    assert crossed() == []
+
+
+def test_the_crossing_check_can_fail():
+    trees = {m: _tree(m) for m in MIXINS}
+    gate = _class(trees["trainer_gate"], "GateMixin")
+    gate.body.append(ast.parse("def f(self):\n    return self._tau_plus_groups(None)").body[0])
+    assert crossed(trees.__getitem__) == ["GateMixin reads UploadMixin._tau_plus_groups"]
 
 
 # --------------------------------------------------------------------------- set-up order

@@ -13,7 +13,7 @@ recipe/arise/adapters/trainers.py: ``PPOTrainerSync``, ``PPOTrainerColocateAsync
   trainer.py's class body, where the checks above read it;
 - verl's separate_async ``_setup`` still hands ``logger.info`` print's ``flush`` keyword, which
   ``trainers.DropFlush`` drops (when verl stops, the adapter can go);
-- the replay buffer the override wraps (``_RecordingSampler``; the mode's: ``ReplayBuffer`` for sync,
+- the replay buffer the override wraps (``replay_sampler.RecordingSampler``; the mode's: ``ReplayBuffer`` for sync,
   ``ReplayBufferAsync`` otherwise) has ``sample(global_steps,
   partition_id, batch_size)`` and a ``poll_interval`` constructor parameter (default 2.0 s) that
   ``arise.replay_poll_s`` replaces on the instance.
@@ -134,8 +134,10 @@ def _arise() -> tuple[dict[str, ast.FunctionDef], list[ast.Call], dict[str, ast.
         and isinstance(n.func, ast.Attribute)
         and isinstance(n.func.value, ast.Call)
         and ast.unparse(n.func.value.func) == "super"
+        and n.func.attr != "__init_subclass__"  # type's class-creation hook (the composition check), not verl's
     ]
-    return _methods(trainer), super_calls, _methods(_class(tree, "_RecordingSampler"))
+    sampler = _class(ast.parse((TRAINER.parent / "replay_sampler.py").read_text()), "RecordingSampler")
+    return _methods(trainer), super_calls, _methods(sampler)
 
 
 def _verl_parent(stack) -> Path:

@@ -47,3 +47,35 @@ def build_loop(cls, tokenizer, server, config, **extra):
         hf_model_type="qwen3",
         **extra,
     )
+
+
+class _Rendered(Exception):
+    """Stops verl's ToolAgentLoop.run once it has chosen the sample's tools."""
+
+
+def verl_tool_schemas(loop, extra_info=None, messages=None) -> list[dict]:
+    """The tool schemas verl's own ``ToolAgentLoop.run`` renders a sample's prompt with (its per-sample
+    ``extra_info.tool_selection``), read off its agent data where it builds the first prompt."""
+    import asyncio
+
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    chosen = []
+
+    async def pending(agent_data, sampling_params):
+        chosen.append(agent_data._active_tool_schemas)
+        raise _Rendered
+
+    async def go():
+        loop._handle_pending_state = pending  # on the instance: the class's is ARISE's or verl's
+        try:
+            await ToolAgentLoop.run(
+                loop, {}, raw_prompt=messages or [{"role": "user", "content": "q"}], extra_info=extra_info
+            )
+        except _Rendered:
+            pass
+        finally:
+            del loop._handle_pending_state
+
+    asyncio.run(go())
+    return chosen[0]

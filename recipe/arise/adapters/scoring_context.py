@@ -44,9 +44,10 @@ def tool_schema(tool: Any) -> dict:
 
 
 def active_tool_schemas(tools: Mapping[str, dict], extra_info: Mapping | None) -> list[dict]:
-    """The schemas ``ToolAgentLoop.run`` renders a sample's prompt with: all of ``tools`` (name ->
-    schema), or those named by the sample's ``extra_info.tool_selection`` (verl's per-sample
-    selection: in its order, each once, unknown names skipped)."""
+    """The trainer's rendering of a sample's recorded tools (the gate's rescoring, the exact IG; the
+    tool loop itself reads verl's choice off its agent data): all of ``tools`` (name -> schema), or
+    those named by ``extra_info.tool_selection`` (in its order, each once, unknown names skipped), as
+    verl's ``ToolAgentLoop.run`` chooses them (tests/adapters/test_scoring_context.py holds the two equal)."""
     selection = (extra_info or {}).get("tool_selection")
     if not (selection and tools):
         return list(tools.values())

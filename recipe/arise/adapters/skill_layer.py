@@ -50,6 +50,7 @@ from recipe.arise.adapters.scoring_requests import (
     scoring_request_ids,
     token_logprobs,
 )
+from recipe.arise.adapters.skill_host import AGENT_LOOPS, VERL_LOOPS, SkillLayerHost, check_agent_loop
 from recipe.arise.adapters.validation_rows import is_validation_sample
 from recipe.arise.core.arise_config import ARISEConfig
 from recipe.arise.core.calibration import resolve_temperature
@@ -78,18 +79,6 @@ _GROUPS: collections.OrderedDict[tuple, asyncio.Future] = collections.OrderedDic
 _MAX_GROUPS = 4096  # bound on remembered groups per worker process
 _WARNED: set[str] = set()
 
-# The agent loops registered here and the arise.* options each cannot honour; any other loop (one
-# of your own through with_skills) cannot honour train_manager either: only arise_agent puts the
-# skill into the response. Checked at start-up by the trainer and the preflight, and again when an
-# ARISE loop is built (docs/agent_loops.md).
-AGENT_LOOPS = {
-    "arise_agent": (),
-    "arise_tool_agent": ("selection.train_manager",),
-    "arise_env_agent": ("selection.train_manager",),
-}
-# verl's own loops carry no skill layer: with ARISE on, nothing would ever be selected
-VERL_LOOPS = ("single_turn_agent", "tool_agent")
-
 
 def arise_config(trainer_config) -> ARISEConfig:
     """The ARISE section of a trainer config, parsed once per config object (the agent loop is
@@ -102,28 +91,6 @@ def arise_config(trainer_config) -> ARISEConfig:
         while len(_CONFIGS) > _MAX_CONFIGS:
             del _CONFIGS[next(iter(_CONFIGS))]
     return cached[1]
-
-
-def check_agent_loop(agent_name: str, cfg: ARISEConfig) -> None:
-    """Refuse the agent loop ``agent_name`` (``rollout.agent.default_agent_loop``) when it cannot
-    honour the run's ``arise.*`` options (ValueError naming both): with ARISE on, one of verl's own
-    loops, and an option :data:`AGENT_LOOPS` lists for it (train_manager for every loop but
-    ``arise_agent``, a loop of your own wrapped with :func:`with_skills` included)."""
-    if not cfg.enable:
-        return
-    if agent_name in VERL_LOOPS:
-        raise ValueError(
-            "arise.enable=true needs actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent, "
-            f"arise_tool_agent or a loop of your own carrying ARISE (docs/agent_loops.md), not {agent_name!r}"
-        )
-    for option in AGENT_LOOPS.get(agent_name, ("selection.train_manager",)):
-        section, key = option.split(".")
-        if getattr(getattr(cfg, section), key):
-            raise ValueError(
-                f"arise.{option}=true is not supported by the agent loop {agent_name!r} (the skill goes into the "
-                f"user turn, never into the response); set arise.{option}=false or use "
-                "actor_rollout_ref.rollout.agent.default_agent_loop=arise_agent (docs/agent_loops.md)"
-            )
 
 
 def _doc(text: str) -> SkillDoc:
@@ -162,12 +129,11 @@ class Plan:
 
 class SkillLayer:
     """ARISE's Download for one trajectory of the hosting agent loop ``host`` (a verl
-    ``AgentLoopBase``: its ``config``, ``rollout_config``, ``tokenizer``, ``server_manager``,
-    ``continuous_token_builder`` and ``loop`` are used). ``tools``: the tool schemas the host renders
-    its prompt with (None: none). ``skill_in_response``: the host implements train_manager (only
-    ``arise_agent``); any other host refuses it."""
+    ``AgentLoopBase``; what is read of it: :class:`~recipe.arise.adapters.skill_host.SkillLayerHost`).
+    ``tools``: the tool schemas the host renders its prompt with (None: none). ``skill_in_response``:
+    the host implements train_manager (only ``arise_agent``); any other host refuses it."""
 
-    def __init__(self, host, tools: Sequence[dict] | None = None, skill_in_response: bool = False):
+    def __init__(self, host: SkillLayerHost, tools: Sequence[dict] | None = None, skill_in_response: bool = False):
         self.host = host
         self.tools = list(tools) if tools is not None else None
         self.skill_in_response = skill_in_response
@@ -492,6 +458,7 @@ __all__ = [
     "VERL_LOOPS",
     "Plan",
     "SkillLayer",
+    "SkillLayerHost",
     "arise_config",
     "check_agent_loop",
     "query_key",

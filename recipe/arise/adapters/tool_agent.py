@@ -2,9 +2,12 @@
 
 The tools are verl's (``actor_rollout_ref.rollout.multi_turn.tool_config_path`` /
 ``function_tool_path``, loaded once per agent-loop worker); ``run_scripts/presets/tool_agent.sh``
-sets them to ARISE's Python tool. The skill is scored in the context this loop renders (its tool
-schemas in the chat template, after verl's per-sample ``extra_info.tool_selection``) and injected
-into the user turn before verl builds the first prompt; the tool turns then run as in verl.
+sets them to ARISE's Python tool. The skill is chosen where verl builds the first prompt
+(``_handle_pending_state``, the state machine's first state): ``ToolAgentLoop.run`` has by then
+applied the sample's ``extra_info.tool_selection`` (verl's own per-sample selection,
+``agent_data._active_tool_schemas``), so the skill is scored in exactly the prompt verl renders, and
+injected into the user turn of ``agent_data.messages`` before verl renders it; the tool turns then
+run as in verl (tests/contracts/test_tool_call_contract.py pins both points).
 ``arise.selection.train_manager`` is refused when the loop is built (docs/agent_loops.md).
 
 Malformed calls: verl answers a call that names an unknown tool, or whose arguments are not JSON,
@@ -23,8 +26,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 
 from recipe.arise.adapters.python_tool import EXTRA_MALFORMED
-from recipe.arise.adapters.scoring_context import active_tool_schemas, tool_schema
-from recipe.arise.adapters.skill_layer import arise_config, check_agent_loop, with_skills
+from recipe.arise.adapters.rollout_failures import recorded
+from recipe.arise.adapters.skill_layer import SkillLayer, arise_config, check_agent_loop
 
 AGENT_NAME = "arise_tool_agent"
 
@@ -66,23 +69,29 @@ class ARISEToolAgentLoop(ToolAgentLoop):
         self.malformed_calls = 0
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        output = await with_skills(self, super().run, sampling_params, kwargs, tools=self.active_tool_schemas(kwargs))
+        self._run_kwargs, self._plan = kwargs, None  # the plan is made in _handle_pending_state
+
+        async def session():
+            output = await super(ARISEToolAgentLoop, self).run(sampling_params, **kwargs)
+            return output if self._plan is None else SkillLayer.finish(output, self._plan)
+
+        output = await recorded(session(), kwargs)  # an exception is told to the trainer (rollout_failures)
         output.extra_fields[EXTRA_MALFORMED] = self.malformed_calls + self.tool_parser.unparsed
         return output
+
+    async def _handle_pending_state(self, agent_data, sampling_params: dict[str, Any]):
+        """The skill for this trajectory, scored with the tools verl chose for the sample, goes into
+        the messages verl renders next (its first prompt)."""
+        layer = SkillLayer(self, agent_data._active_tool_schemas)
+        self._plan = await layer.prepare({**self._run_kwargs, "raw_prompt": agent_data.messages})
+        agent_data.messages = list(self._plan.kwargs["raw_prompt"])
+        return await super()._handle_pending_state(agent_data, sampling_params)
 
     async def _call_tool(self, tool_call, tools_kwargs: dict[str, Any], agent_data) -> tuple:
         """verl's call, counted as malformed where verl refuses it (unknown tool, arguments not JSON)."""
         if tool_call.name not in getattr(agent_data, "_active_tools", self.tools) or not _is_json(tool_call.arguments):
             self.malformed_calls += 1
         return await super()._call_tool(tool_call, tools_kwargs, agent_data)
-
-    def active_tool_schemas(self, kwargs: dict) -> list[dict]:
-        """The tool schemas ``ToolAgentLoop.run`` renders this sample's prompt with: all of them, or
-        those named by ``extra_info.tool_selection`` (verl's per-sample selection, same order)."""
-        if not self.tools:
-            return self.tool_schemas
-        named = {name: tool_schema(tool) for name, tool in self.tools.items()}
-        return active_tool_schemas(named, kwargs.get("extra_info"))
 
 
 def _is_json(arguments) -> bool:

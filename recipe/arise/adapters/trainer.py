@@ -1,37 +1,23 @@
-"""The ARISE steps at the hooks of verl's v1 PPO trainer: :class:`ARISEHooks`.
+"""The ARISE steps at the hooks of verl's v1 PPO trainer: :class:`ARISEHooks`, one component.
 
 The registered trainers (:mod:`~recipe.arise.adapters.trainers`: ``arise``, ``arise_colocate_async``,
-``arise_separate_async`` on verl's three) are this mixin before a verl base. Nothing of
-``fit()``/``step()`` is copied; each ARISE step sits at a hook of :class:`verl.trainer.ppo.v1.PPOTrainer`
-(docs/design.md, docs/trainer_modes.md):
-
-- ``_load_checkpoint`` (called once by ``init``): build the library from the seed skills, or
-  restore it from ``global_step_N/arise/library.parquet``; publish the cache to the library replica.
-- ``_init_dataloader``: every validation row carries ``arise_validate`` (epsilon=0, no observation:
-  :mod:`~recipe.arise.adapters.validation_rows`); ``on_validate_end`` checks its failed groups.
-- ``on_sample_end`` (after a sampled batch's rollouts and rewards, *before* the replicas sleep):
-  Upload channel — the summary rollouts O_{G+1} (at most ``arise.summary.max_per_step`` per
-  step, groups chosen by ``arise.summary.choose``) on the same rollout servers, or, with
-  ``arise.summary.stream``, the ones the reward workers started during the wave (opened in
-  ``on_sample_begin``, see ``recipe.arise.core.stream``); every
-  ``arise.ig.every_n_steps`` the exact IG of the cache skills. After the step's last sampled
-  batch (``parameter_sync_step`` batches make one global step) and once per global step:
-  UPDATE -> ADD -> EVICT -> LOAD -> DELETE with the step's observations and within-group
-  contrasts; publish the new cache; append the per-step library log.
-- ``_save_checkpoint``: the library and the observations not yet drained go into the checkpoint folder
-  (and to ``trainer.default_hdfs_dir``) before verl marks it complete (``adapters.trainer_resume``).
-- ``_compute_metrics``: ARISE metrics go to verl's tracker with the step's other metrics, and one
-  ``[arise] step ...`` line goes to the console.
+``arise_separate_async`` on verl's three) are this class before a verl base. Nothing of
+``fit()``/``step()`` is copied: which hooks it overrides, in which order verl calls them, the ARISE step
+at each and what it reads of verl's trainer are declared in :mod:`~recipe.arise.adapters.trainer_hooks`
+(docs/design.md, docs/trainer_modes.md).
 
 Parts of the class live beside it: the Upload channel (summary rollouts, exact IG) in
 :mod:`~recipe.arise.adapters.trainer_upload`, the calibrated gate in
-:mod:`~recipe.arise.adapters.trainer_gate`, the step's metrics in
-:mod:`~recipe.arise.adapters.trainer_metrics`. What each trajectory carries of ARISE is read from
+:mod:`~recipe.arise.adapters.trainer_gate` (each declares what it reads of this class), the step's
+metrics in :mod:`~recipe.arise.adapters.trainer_metrics` (every name declared in
+:mod:`recipe.arise.core.metrics`), the replay-buffer wrapper in
+:mod:`~recipe.arise.adapters.replay_sampler`. What each trajectory carries of ARISE is read from
 verl's ``extra_fields`` as a :class:`~recipe.arise.core.trajectory.TrajectoryInfo`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -47,8 +33,10 @@ from verl.utils.debug import marked_timer
 from recipe.arise.adapters import trainer_resume
 from recipe.arise.adapters.library_replica import get_or_create_replica
 from recipe.arise.adapters.python_tool import TOOL_AGENT_LOOPS, tool_step_metrics
+from recipe.arise.adapters.replay_sampler import RecordingSampler
 from recipe.arise.adapters.rollout_failures import FailureTally, check_failures
 from recipe.arise.adapters.scoring_context import ScoringContext, active_tool_schemas, trainer_scoring_parts
+from recipe.arise.adapters.scoring_requests import engine_params
 from recipe.arise.adapters.skill_layer import check_agent_loop
 from recipe.arise.adapters.trainer_gate import (
     GateMixin,
@@ -56,6 +44,7 @@ from recipe.arise.adapters.trainer_gate import (
     observed_queries,
     observed_tool_selections,
 )
+from recipe.arise.adapters.trainer_hooks import check_composition
 from recipe.arise.adapters.trainer_metrics import StepState, console_line, env_step_metrics, step_metrics
 from recipe.arise.adapters.trainer_upload import UploadMixin, batch_fields
 from recipe.arise.adapters.validation_rows import FlaggedValLoader
@@ -66,6 +55,7 @@ from recipe.arise.core.library import SkillLibrary
 from recipe.arise.core.library_jsonl import library_from_jsonl, load_library_file
 from recipe.arise.core.library_log import record_resume, set_aside_steps_after, write_step_log
 from recipe.arise.core.library_store import LibraryFormatError
+from recipe.arise.core.metrics import check_declared
 from recipe.arise.core.skill import load_seed_skills
 from recipe.arise.core.store import atomic_write
 from recipe.arise.core.trajectory import TrajectoryInfo, as_list
@@ -77,55 +67,6 @@ LIBRARY_FILE = os.path.join("arise", "library.parquet")
 __all__ = ["ARISEHooks", "LIBRARY_FILE", "positive_advantage_sessions", "console_line"]
 
 
-class RefillLimit(RuntimeError):
-    """One sampled batch needed more refilled groups than ``arise.max_refill_batches`` batches."""
-
-
-class _RecordingSampler:
-    """Wraps verl's replay buffer: remembers the last training batch it handed out (``on_sample_end``
-    gets no arguments; the summary rollout needs that batch) and tallies the failed query groups of
-    each partition's batches (``rollout``: n sessions per group, val_kwargs.n at evaluation)."""
-
-    def __init__(self, inner, rollout, max_refill_batches: int = 0):
-        self._inner = inner
-        self._rollout = rollout
-        self.last_train_batch = None
-        self.failures = {"train": FailureTally(), "val": FailureTally()}  # the trainer resets them
-        # groups verl refilled (dynamic sampling's dropped groups, failed ones) while one batch was
-        # sampled, and in the step (arise/refilled_groups; the trainer resets it)
-        self.max_refill_batches, self.refilled, self.refilled_step, self._batch_size = max_refill_batches, 0, 0, 0
-        if getattr(inner, "refill_fn", None) is not None:
-            inner.refill_fn = self._counted(inner.refill_fn)
-
-    def _counted(self, refill):
-        def counted(num_prompts):
-            self.refilled += num_prompts
-            self.refilled_step += num_prompts
-            if self.max_refill_batches and self.refilled > self.max_refill_batches * self._batch_size:
-                raise RefillLimit(
-                    f"{self.refilled} query groups were refilled to sample one batch of {self._batch_size}: the "
-                    "groups dropped (algorithm.filter_groups: every rollout of a group got one reward; or failed) "
-                    "leave too few to train on, and verl would refill for ever. Is the data far too hard or too "
-                    "easy for the model, or its reward always 0 (check the grader, the data's answers)? "
-                    f"arise.max_refill_batches={self.max_refill_batches} allows more (0: no bound)"
-                )
-            return refill(num_prompts)
-
-        return counted
-
-    def sample(self, global_steps, partition_id, batch_size):
-        self.refilled, self._batch_size = 0, int(batch_size)
-        batch, metrics = self._inner.sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
-        if partition_id == "train":
-            self.last_train_batch = batch
-        n = self._rollout.n if partition_id == "train" else self._rollout.val_kwargs.n
-        self.failures.setdefault(partition_id, FailureTally()).add(batch.keys, batch_size, int(n))
-        return batch, metrics
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-
 class ARISEHooks(GateMixin, UploadMixin):
     """The ARISE steps at verl's v1 trainer hooks, with no verl base: each registered trainer of
     :mod:`~recipe.arise.adapters.trainers` puts it before one of verl's v1 trainers (every hook ends
@@ -134,6 +75,10 @@ class ARISEHooks(GateMixin, UploadMixin):
     The host of its mixins: it provides what :class:`~recipe.arise.adapters.trainer_gate.GateHost`
     and :class:`~recipe.arise.adapters.trainer_upload.UploadHost` declare, and calls ``_init_gate``
     in ``__init__`` (tests/adapters/test_trainer_interfaces.py)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        check_composition(cls, ARISEHooks)  # each trainer: this component before a verl base with every hook
 
     def __init__(self, config):
         self.arise = ARISEConfig.from_trainer_config(config, required=True)  # before the base builds the replay buffer
@@ -156,7 +101,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         # verl's ReplayBuffer.sample polls every 2.0 s (no config key): ~1 s lost a step, GRPO baseline too
         if hasattr(inner, "poll_interval"):
             inner.poll_interval = self.arise.replay_poll_s
-        return _RecordingSampler(inner, self.config.actor_rollout_ref.rollout, self.arise.max_refill_batches)
+        return RecordingSampler(inner, self.config.actor_rollout_ref.rollout, self.arise.max_refill_batches)
 
     def _checkpoint_folder(self, step: int) -> str:
         root = self.config.trainer.default_local_dir
@@ -301,6 +246,22 @@ class ARISEHooks(GateMixin, UploadMixin):
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
 
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """One request per prompt on the rollout servers, concurrently; errors come back as values (the
+        gate's rescoring, the summary rollouts and the exact IG send theirs through it)."""
+        client = self.get_llm_client()
+
+        async def one(ids):
+            return await client.generate(
+                request_id=uuid4().hex, prompt_ids=ids, sampling_params=engine_params(params, self.config)
+            )
+
+        async def run():
+            tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        return asyncio.run(run())
+
     def _scoring_context(self, extra_info=None) -> ScoringContext:
         """The scoring context the run's agent loop selects in (its builder, its tools after the
         sample's ``extra_info.tool_selection``): the gate's rescoring and the exact IG use it."""
@@ -395,6 +356,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         # ---- train_manager: the skill tokens GRPO trained on this step (arise/skill_tokens_in_loss)
         if self.library is not None and self.arise.selection.train_manager:
             metrics["arise/skill_tokens_in_loss"] = self._skill_tokens_in_loss(batch)
+        check_declared(metrics, f"step {global_steps}")  # every arise/* key is one of core.metrics'
         print(console_line(global_steps, self.total_training_steps, metrics), flush=True)
 
     def _extra_fields(self, batch) -> list:

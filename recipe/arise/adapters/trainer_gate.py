@@ -92,7 +92,7 @@ class GateHost(Protocol):
         """ARISETrainer: where a restored library's sigma lies (None: nothing restored)."""
 
     def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
-        """UploadMixin: one request per prompt on the rollout servers."""
+        """ARISETrainer: one request per prompt on the rollout servers."""
 
     def _scoring_context(self, extra_info: Any = None) -> ScoringContext:
         """ARISETrainer: the agent loop's scoring context (selection scores in the same)."""

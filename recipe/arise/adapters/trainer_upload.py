@@ -11,18 +11,16 @@ reader of a sampled batch's fields.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
-from uuid import uuid4
 
 import numpy as np
 import ray
 import transfer_queue as tq
 
-from recipe.arise.adapters.scoring_requests import SCORING_PARAMS, engine_params
+from recipe.arise.adapters.scoring_requests import SCORING_PARAMS
 from recipe.arise.adapters.trainer_metrics import StepState
 from recipe.arise.adapters.trainer_setup import needs_set_up
 from recipe.arise.core.groups import exact_information_gain, positive_advantage_sessions
@@ -63,8 +61,8 @@ class UploadHost(Protocol):
     library_replica: Any  # ARISETrainer._load_checkpoint: the library replica actor (None before)
     _step_state: StepState  # ARISETrainer.__init__; a fresh one each global step (_arise_maintain)
 
-    def get_llm_client(self) -> Any:
-        """verl's PPOTrainer: the client of the rollout servers."""
+    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
+        """ARISETrainer: one request per prompt on the rollout servers (errors come back as values)."""
 
     def _scoring_context(self, extra_info: Any = None) -> ScoringContext:
         """ARISETrainer: the agent loop's scoring context (for a sample's ``extra_info``)."""
@@ -164,21 +162,6 @@ class UploadMixin:
                 }
             )
         return out
-
-    def _generate_all(self, prompts: list[list[int]], params: dict, timeout_s: float) -> list:
-        """One request per prompt on the rollout servers, concurrently; errors come back as values."""
-        client = self.get_llm_client()
-
-        async def one(ids):
-            return await client.generate(
-                request_id=uuid4().hex, prompt_ids=ids, sampling_params=engine_params(params, self.config)
-            )
-
-        async def run():
-            tasks = [asyncio.wait_for(one(ids), timeout=timeout_s) for ids in prompts]
-            return await asyncio.gather(*tasks, return_exceptions=True)
-
-        return asyncio.run(run())
 
     def _summary_rollouts(self, groups: list[dict[str, Any]], step: int):
         """The summary rollouts of ``groups`` after the wave, concurrently on the rollout servers."""

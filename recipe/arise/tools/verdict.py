@@ -40,6 +40,7 @@ import math
 import sys
 from dataclasses import dataclass
 
+from recipe.arise.core.metrics import metric
 from recipe.arise.tools.verdict_inputs import (  # scale_of, RUN_KEYS: re-exported
     RUN_KEYS,  # noqa: F401
     RunConfig,
@@ -57,12 +58,17 @@ EXIT_OK, EXIT_FAIL, EXIT_UNREADABLE = 0, 1, 2
 MIN_PHASE2_STEPS = 3  # fewer Phase II steps say too little about rates to fail a run on them
 GATE_TOLERANCE = 0.15  # the calibrated gate's Phase II pass rate vs its target (docs/design.md)
 # what ARISE does in a step: any of them > 0 in some step is ARISE activity
-ACTIVITY_KEYS = (
-    "arise/summary_attempts",
-    "arise/new_skills",
-    "arise/scoring_tokens",
-    "arise/gate_pass_rate",
-    "arise/skill_use_rate",
+ACTIVITY_KEYS = tuple(
+    map(
+        metric,  # the names come from the declaration (recipe/arise/core/metrics.py)
+        (
+            "arise/summary_attempts",
+            "arise/new_skills",
+            "arise/scoring_tokens",
+            "arise/gate_pass_rate",
+            "arise/skill_use_rate",
+        ),
+    )
 )
 OFF_SENTENCE = "ARISE was off in this run (plain GRPO): nothing to judge"
 
@@ -82,16 +88,18 @@ class Check:
 
 
 def _sum(rows, key) -> float:
+    key = metric(key)  # every key the checks read is a declared one
     return float(sum(r.get(key, 0.0) for r in rows))
 
 
 def _mean(rows, key) -> float | None:
+    key = metric(key)
     vals = [r[key] for r in rows if key in r and math.isfinite(r[key])]
     return sum(vals) / len(vals) if vals else None
 
 
 def _weighted(rows, key, weight="arise/trajectories") -> float | None:
-    total = _sum(rows, weight)
+    total, key = _sum(rows, weight), metric(key)
     if not total:
         return None
     return sum(r.get(key, 0.0) * r.get(weight, 0.0) for r in rows) / total

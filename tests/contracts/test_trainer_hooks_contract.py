@@ -1,0 +1,213 @@
+"""ARISE's trainer component against its declaration (recipe/arise/adapters/trainer_hooks.py) and
+verl's v1 trainers:
+
+- every hook of ``HOOKS`` exists on each of verl's three trainers, and verl calls them in the
+  declared order: the calls of ``__init__``, ``init`` and ``fit`` (how verl's TaskRunner drives a
+  trainer), followed through verl's own methods in source order, ``super()`` calls included;
+- ``ARISEHooks`` overrides exactly the declared hooks of verl's trainer, no more, no fewer;
+- every attribute of verl's trainer ``ARISEHooks`` reads is declared in ``TrainerHost``, and each of
+  verl's trainers provides everything ``TrainerHost`` declares;
+- every registered trainer mode composes the same component: ``ARISEHooks`` right before its verl
+  base, and a base that lacks a hook is refused when the class is made.
+
+Read from the stack's verl source (AST), as tests/contracts/test_trainer_overrides_contract.py does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from recipe.arise.adapters.trainer_hooks import HOOKS, TrainerHost, check_composition
+
+HERE = Path(__file__).resolve().parent
+ADAPTERS = HERE.parents[1] / "recipe" / "arise" / "adapters"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+overrides = _load(HERE / "test_trainer_overrides_contract.py", "arise_overrides_contract")
+interfaces = _load(HERE.parent / "adapters" / "test_trainer_interfaces.py", "arise_trainer_interfaces")
+BASES, find_method, _class, _methods = overrides.BASES, overrides.find_method, overrides._class, overrides._methods
+NAMES = [h.name for h in HOOKS]
+
+
+def _resolve(parent: Path, module: str, cls: str, method: str):
+    """(module, class, node) of ``method`` as ``module.cls`` resolves it (bases in MRO order)."""
+    tree = ast.parse((parent / (module.replace(".", "/") + ".py")).read_text())
+    node = _class(tree, cls)
+    if node is None:
+        return None
+    if method in _methods(node):
+        return module, cls, _methods(node)[method]
+    for _, base_module, base in _bases(tree, module, node):
+        found = _resolve(parent, base_module, base, method)
+        if found is not None:
+            return found
+    return None
+
+
+def _bases(tree, module, node):
+    imported = {
+        alias.asname or alias.name: stmt.module
+        for stmt in tree.body
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("verl.")
+        for alias in stmt.names
+    }
+    for base in node.bases:
+        name = ast.unparse(base)
+        if _class(tree, name) is not None:
+            yield name, module, name
+        elif name in imported:
+            yield name, imported[name], name
+
+
+def _super_resolve(parent: Path, module: str, cls: str, method: str):
+    tree = ast.parse((parent / (module.replace(".", "/") + ".py")).read_text())
+    for _, base_module, base in _bases(tree, module, _class(tree, cls)):
+        found = _resolve(parent, base_module, base, method)
+        if found is not None:
+            return found
+    return None
+
+
+def _calls(fn: ast.FunctionDef) -> list[tuple[str, str]]:
+    """("self" | "super", name) of each method call in ``fn``, in source order."""
+    out = []
+
+    class Visitor(ast.NodeVisitor):
+        def visit_Call(self, node):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                if isinstance(func.value, ast.Name) and func.value.id == "self":
+                    out.append(("self", func.attr))
+                elif isinstance(func.value, ast.Call) and ast.unparse(func.value.func) == "super":
+                    out.append(("super", func.attr))
+            self.generic_visit(node)
+
+    for stmt in fn.body:
+        Visitor().visit(stmt)
+    return out
+
+
+def hook_order(parent: Path, module: str, cls: str, depth: int = 4) -> list[str]:
+    """The hooks of HOOKS in the order verl's trainer ``module.cls`` first calls them."""
+    trace: list[str] = ["__init__"]
+
+    def follow(found, level, stack):
+        if found is None or level > depth or found[:2] + (found[2].name,) in stack:
+            return
+        here = found[:2] + (found[2].name,)
+        for kind, name in _calls(found[2]):
+            if name in NAMES:
+                trace.append(name)
+            target = (
+                _resolve(parent, module, cls, name)
+                if kind == "self"
+                else _super_resolve(parent, found[0], found[1], name)
+            )
+            follow(target, level + 1, stack | {here})
+
+    for entry in ("__init__", "init", "fit"):  # verl's TaskRunner: cls(config), init(), fit(manager)
+        follow(_resolve(parent, module, cls, entry), 1, frozenset())
+    return list(dict.fromkeys(trace))
+
+
+@pytest.fixture(params=list(BASES))
+def mode(request):
+    return request.param
+
+
+def test_every_hook_exists_on_verls_trainer(stack, mode):
+    parent = stack.root("verl").parent
+    missing = [name for name in NAMES if find_method(parent, *BASES[mode][0], name) is None]
+    assert not missing, f"verl's {BASES[mode][0][1]} no longer defines {missing}"
+
+
+def test_verl_calls_the_hooks_in_the_declared_order(stack, mode):
+    order = hook_order(stack.root("verl").parent, *BASES[mode][0])
+    assert order == NAMES, f"verl calls {order}; trainer_hooks.HOOKS declares {NAMES}"
+
+
+def test_the_order_check_can_fail(stack):
+    """Read on verl's sync trainer, the trace holds the hooks in verl's order, not another."""
+    order = hook_order(stack.root("verl").parent, *BASES["sync"][0])
+    assert order.index("on_sample_begin") < order.index("on_sample_end") < order.index("_compute_metrics")
+    assert order != [NAMES[0], *reversed(NAMES[1:])]
+
+
+def test_the_component_overrides_exactly_the_declared_hooks(stack, mode):
+    trainer = _class(ast.parse((ADAPTERS / "trainer.py").read_text()), "ARISEHooks")
+    parent = stack.root("verl").parent
+    verls = {
+        name
+        for name, fn in _methods(trainer).items()
+        if not any(ast.unparse(d) == "property" for d in fn.decorator_list)
+        and find_method(parent, *BASES[mode][0], name) is not None
+    }
+    assert verls == set(NAMES), f"undeclared: {sorted(verls - set(NAMES))}, not overridden: {set(NAMES) - verls}"
+
+
+def _host_declared() -> set[str]:
+    return interfaces._declared(_class(ast.parse((ADAPTERS / "trainer_hooks.py").read_text()), "TrainerHost"))
+
+
+def test_what_the_component_reads_of_verls_trainer_is_declared():
+    tree = ast.parse((ADAPTERS / "trainer.py").read_text())
+    hooks = _class(tree, "ARISEHooks")
+    read, assigned = interfaces._self_attributes(hooks)
+    own = interfaces._declared(hooks) | assigned
+    for module, (mixin, host) in interfaces.MIXINS.items():
+        own |= interfaces._declared(_class(interfaces._tree(module), mixin))
+    undeclared = sorted(read - own - _host_declared())
+    assert not undeclared, f"ARISEHooks reads self.{undeclared} of verl's trainer: declare them in TrainerHost"
+    stale = sorted(_host_declared() - read)
+    assert not stale, f"TrainerHost declares {stale}, which ARISEHooks never reads"
+
+
+def test_verls_trainers_provide_what_the_host_declares(mode):
+    import importlib
+
+    verl = getattr(importlib.import_module(BASES[mode][0][0]), BASES[mode][0][1])
+    provided = interfaces._provided(verl)
+    methods = {n for n in dir(TrainerHost) if callable(getattr(TrainerHost, n, None)) and not n.startswith("__")}
+    missing = sorted(n for n in _host_declared() - methods if n not in provided)
+    missing += sorted(n for n in methods if not callable(getattr(verl, n, None)))
+    assert not missing, f"verl's {BASES[mode][0][1]} provides no {missing}"
+
+
+def test_every_trainer_mode_composes_the_same_component(mode):
+    import importlib
+
+    from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
+
+    from recipe.arise.adapters import trainers  # registers them
+    from recipe.arise.adapters.trainer import ARISEHooks
+    from recipe.arise.adapters.trainer_modes import TRAINER_MODES
+
+    cls = get_trainer_cls(TRAINER_MODES[mode])
+    verl = getattr(importlib.import_module(BASES[mode][0][0]), BASES[mode][0][1])
+    assert cls.__bases__ == (ARISEHooks, verl) and cls.__module__ == trainers.__name__, cls.__bases__
+    assert cls.trainer_mode.fget(None) == mode  # pinned to its base's mode
+    assert not [name for name in NAMES if name in vars(cls)], "a hook overridden outside the component"
+
+
+def test_a_base_without_a_hook_is_refused():
+    from recipe.arise.adapters.trainer import ARISEHooks
+
+    methods = {name: (lambda self, *a, **kw: None) for name in NAMES}
+    whole = type("Whole", (), methods)
+    type("Composed", (ARISEHooks, whole), {})  # every hook: composed
+    lacking = type("Lacking", (), {k: v for k, v in methods.items() if k != "on_sample_begin"})
+    with pytest.raises(TypeError, match=r"defines no \['on_sample_begin'\]"):
+        type("Broken", (ARISEHooks, lacking), {})
+    with pytest.raises(TypeError, match="defines no"):
+        check_composition(type("Bare", (ARISEHooks,), {}), ARISEHooks)
