@@ -458,7 +458,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         phase = self.arise.phase(step)
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
-            observations = ray.get(self.library_replica.drain.remote())
+            observations = trainer_resume.drain(self.library_replica, self.trainer_mode)  # whole groups
             sigma_used = self._gate.sigma
             # rescore; window: Phase I
             self._remember_queries(observed_queries(observations), observed_tool_selections(observations))
