@@ -286,3 +286,23 @@ def test_a_partly_finished_group_in_flight_at_a_checkpoint_counts_once(tmp_path,
     assert [(o.uid, o.reward) for o in second] == [("qa", 1.0), ("qa", 0.0)]  # the regenerated pair, whole
     assert resumed._arise_metrics["arise/restored_observations"] == 1.0
     assert resumed._arise_metrics["arise/reissued_observations_dropped"] == 1.0
+
+
+def test_the_resumed_library_keeps_its_version(tmp_path, monkeypatch):
+    """The library version steps once per maintenance: an uninterrupted run publishes version 1 at
+    start and N + 1 after step N's. Resumed at step 4 it publishes version 5, so the trajectories verl
+    restored from the checkpoint (which read versions up to 5 before the kill) are not read as newer
+    than the library (the CPU run's first resumed step logged arise/library_staleness -1)."""
+    from recipe.arise.adapters.trainer_staleness import StalenessTally
+
+    _save(ARISEColocateAsyncTrainer, tmp_path, monkeypatch, [])
+    resumed = _resume(ARISEColocateAsyncTrainer, tmp_path, monkeypatch)
+    assert resumed.library_replica.inner.snapshot()["version"] == resumed._arise_version == 5
+    tally = StalenessTally()  # step 5 trains a group finished after step 4's maintenance
+    tally.add([{"max_global_steps": 4}], [TrajectoryInfo(library_version=5)], 5, resumed._arise_version)
+    assert tally.metrics()["arise/library_staleness/mean"] == 0.0
+    fresh = _trainer(ARISEColocateAsyncTrainer, tmp_path / "fresh", 0)  # no checkpoint: version 1
+    monkeypatch.setattr(verl_base(ARISEColocateAsyncTrainer), "_load_checkpoint", lambda self: None)
+    monkeypatch.setattr("recipe.arise.adapters.trainer.get_or_create_replica", lambda: fresh.library_replica)
+    ARISEColocateAsyncTrainer._load_checkpoint(fresh)
+    assert fresh.library_replica.inner.snapshot()["version"] == 1

@@ -296,7 +296,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         return super()._reissue_inflight_prompts(partition_id=partition_id)
 
     def _publish(self):
-        self._arise_version += 1
+        self._arise_version = self.global_steps + 1  # one per maintenance; a resumed run's continues
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
