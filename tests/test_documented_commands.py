@@ -240,6 +240,7 @@ _LAUNCH_MODULES = (
     "test_faults_e2e.py",
     "test_scoring_prefix_cache.py",
     "test_cpu_async_e2e.py",
+    "test_cpu_async_resume_e2e.py",
     "test_cpu_separate_e2e.py",
     "test_cpu_env_e2e.py",
 )
