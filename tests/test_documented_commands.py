@@ -242,6 +242,7 @@ _LAUNCH_MODULES = (
     "test_cpu_async_e2e.py",
     "test_cpu_async_resume_e2e.py",
     "test_cpu_separate_e2e.py",
+    "test_cpu_separate_single_turn_e2e.py",
     "test_cpu_env_e2e.py",
 )
 _LAUNCH_TESTS = (

@@ -4,11 +4,11 @@ A launch of ``TRAINER_MODE=colocate_async TOOL=python run_scripts/cpu_smoke_aris
 script's defaults (6 steps, Phase I steps 1-2; ``arise_tool_agent`` with the sandboxed python tool),
 its ``OUT_DIR`` under pytest's tmp. The single-turn agent's colocate_async run is killed after a
 checkpoint and resumed in test_cpu_async_resume_e2e.py, separate_async runs in
-test_cpu_separate_e2e.py (modules of their own, so CI's two pytest-xdist workers run them side by
-side). The run completes, the verdict FAILs nothing, skills are used in Phase II and no scoring
-request fails (verl's async client would lose every scoring answer's ``prompt_logprobs``; ARISE's
-client keeps them, recipe/arise/adapters/llm_client.py); the tool agent calls its tool; every
-checkpoint holds its undrained observations.
+test_cpu_separate_e2e.py and test_cpu_separate_single_turn_e2e.py (modules of their own, so CI's
+two pytest-xdist workers run them side by side). The run completes, the verdict FAILs nothing,
+skills are used in Phase II and no scoring request fails (verl's async client would lose every
+scoring answer's ``prompt_logprobs``; ARISE's client keeps them, recipe/arise/adapters/
+llm_client.py); the tool agent calls its tool; every checkpoint holds its undrained observations.
 """
 
 from __future__ import annotations

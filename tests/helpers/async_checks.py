@@ -1,6 +1,6 @@
 """What every async-mode CPU smoke run must show (tests/e2e/test_cpu_async_e2e.py,
-test_cpu_async_resume_e2e.py, test_cpu_separate_e2e.py; importable as ``async_checks``:
-tests/conftest.py puts this folder on ``sys.path``)."""
+test_cpu_async_resume_e2e.py, test_cpu_separate_e2e.py, test_cpu_separate_single_turn_e2e.py;
+importable as ``async_checks``: tests/conftest.py puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
