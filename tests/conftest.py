@@ -51,16 +51,19 @@ def pytest_configure(config) -> None:
     )
 
 
-# the launch tier's modules (docs/testing.md), longest first (faults: two launches; colocate_async:
-# the single-turn and the tool agent; evaluation then plain GRPO): under `-n 2 --dist loadfile` one
-# on each worker, so two launches at a time, not three (three beside the fast tier took 24 GiB to
-# 95%, where Ray's memory monitor killed workers of two of them)
+# the launch tier's modules (docs/testing.md), longest first (faults: two launches; the colocate_async
+# run killed and resumed: two; the tool agent's; evaluation then plain GRPO; the single-turn
+# separate_async run, whichever worker is free first takes it): under
+# `-n 2 --dist loadfile` one on each worker, so two launches at a time, not three (three beside the
+# fast tier took 24 GiB to 95%, where Ray's memory monitor killed workers of two of them)
 LAUNCHING = (
     "test_faults_e2e.py",
+    "test_cpu_async_resume_e2e.py",
     "test_cpu_async_e2e.py",
     "test_cpu_env_e2e.py",
     "test_cpu_separate_e2e.py",
     "test_cpu_e2e.py",
+    "test_cpu_separate_single_turn_e2e.py",
 )
 
 

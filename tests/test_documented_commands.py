@@ -240,7 +240,9 @@ _LAUNCH_MODULES = (
     "test_faults_e2e.py",
     "test_scoring_prefix_cache.py",
     "test_cpu_async_e2e.py",
+    "test_cpu_async_resume_e2e.py",
     "test_cpu_separate_e2e.py",
+    "test_cpu_separate_single_turn_e2e.py",
     "test_cpu_env_e2e.py",
 )
 _LAUNCH_TESTS = (

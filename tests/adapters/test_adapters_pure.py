@@ -161,3 +161,22 @@ def test_step_metrics_and_console_line_count_orphaned_observations():
     assert "| orphaned obs 2 |" in console_line(3, 6, m)
     quiet = step_metrics(lib, 2, [], StepEvents(step=3), StepState(), 0.0, True)
     assert quiet["arise/observations_orphaned"] == 0.0 and "orphaned" not in console_line(3, 6, quiet)
+
+
+def test_a_step_that_drained_no_observation_logs_no_accuracy():
+    """Under async (every group still in flight) or at the first step after a resume a maintenance
+    can drain no observation: no arise/acc or arise/reward_mean (a 0 would read as every answer
+    wrong), and the console line says so with the count."""
+    from recipe.arise.adapters.trainer_metrics import StepState, console_line, step_metrics
+    from recipe.arise.core.library_entry import StepEvents
+    from recipe.arise.core.observation import Observation
+    from recipe.arise.core.trajectory import TrajectoryInfo
+
+    lib = SkillLibrary(seed_skills=load_seed_skills()[:2])
+    empty = step_metrics(lib, 2, [], StepEvents(step=3), StepState(), 0.0, True)
+    assert "arise/acc" not in empty and "arise/reward_mean" not in empty and empty["arise/trajectories"] == 0.0
+    assert "| acc - (0 obs) | mean R - |" in console_line(3, 6, empty)
+    info = TrajectoryInfo(phase=2)
+    obs = [Observation("q1", 1.0, True, info), Observation("q1", 0.0, False, info)]
+    full = step_metrics(lib, 2, obs, StepEvents(step=3), StepState(), 0.0, True)
+    assert "| acc 0.500 (2 obs) | mean R 0.500 |" in console_line(3, 6, full)

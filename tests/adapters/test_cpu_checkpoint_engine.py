@@ -2,7 +2,7 @@
 the way verl's ``CheckpointEngineManager`` drives a backend (verl/checkpoint_engine/base.py): prepare
 on every worker, build_topology from their metadata (actor's first), init_process_group, send and
 receive at once, finalize. Ray's queue and object store are stood in for by in-process fakes; the CPU
-smoke run under separate_async (tests/e2e/test_cpu_async_e2e.py) takes the real ones."""
+smoke run under separate_async (tests/e2e/test_cpu_separate_e2e.py) takes the real ones."""
 
 from __future__ import annotations
 

@@ -75,6 +75,7 @@ def test_the_trainer_logs_them_with_arise_off_and_the_console_line_shows_them(mo
 def test_the_console_line_of_an_arise_step_shows_them():
     metrics = {
         "arise/phase": 2.0,
+        "arise/trajectories": 4.0,
         "arise/acc": 0.5,
         "arise/reward_mean": 0.7,
         "arise/skill_use_rate": 0.5,

@@ -1,6 +1,7 @@
 """ARISE's async rollout client (recipe/arise/adapters/llm_client.py) against a fake rollout server that
 aborts a request once: a scoring request comes back whole with its ``prompt_logprobs``, a generation
-request keeps verl's partial-rollout resume; the colocate_async trainer hands this client out."""
+request keeps verl's partial-rollout resume; the colocate_async trainer hands this client out. Through
+the real ``arise_agent`` loop, a trajectory aborted mid-generation keeps its skill and scores."""
 
 from __future__ import annotations
 
@@ -96,3 +97,131 @@ def test_a_request_is_scoring_when_it_asks_for_prompt_logprobs(value, scoring):
 
     assert is_scoring({"max_tokens": 1, "prompt_logprobs": value}) is scoring
     assert is_scoring({"max_tokens": 1}) is False
+
+
+# ---------------------------------------------------------------- a partial rollout through the agent loop
+
+MESSAGES = [{"role": "user", "content": "What is 1 plus 2? Put the final answer within \\boxed{}."}]
+
+
+class AbortsAGeneration:
+    """A rollout replica behind ARISE's client: scoring requests get -1 per prompt token (-0.1 on the
+    favourite skill's); the first generation request is aborted after ``partial`` (a weight sync),
+    the next ones answer ``rest``. Records every request's prompt."""
+
+    def __init__(self, favourite: list[int], partial: list[int], rest: list[int]):
+        self.favourite, self.partial, self.rest = favourite, partial, rest
+        self.scoring: list[list[int]] = []
+        self.generation: list[list[int]] = []
+
+    async def _generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        if sampling_params.get("prompt_logprobs") is not None:
+            self.scoring.append(list(prompt_ids))
+            lp = -0.1 if list(prompt_ids[-len(self.favourite) :]) == self.favourite else -1.0
+            rows = [[lp] for _ in prompt_ids[1:]] + [[0.0]]  # verl's layout: entry j scores token j + 1
+            return TokenOutput(
+                token_ids=[0],
+                log_probs=[0.0],
+                stop_reason="length",
+                extra_fields={"global_steps": 1, "prompt_logprobs": rows},
+            )
+        self.generation.append(list(prompt_ids))
+        if len(self.generation) == 1:
+            return TokenOutput(
+                token_ids=self.partial,
+                log_probs=[-0.5] * len(self.partial),
+                stop_reason="aborted",
+                extra_fields={"global_steps": 1},
+            )
+        return TokenOutput(
+            token_ids=self.rest,
+            log_probs=[-0.5] * len(self.rest),
+            stop_reason="completed",
+            extra_fields={"global_steps": 2},
+        )
+
+    @property
+    def generate(self):
+        return SimpleNamespace(remote=self._generate)
+
+
+def test_an_aborted_trajectory_keeps_its_skill_and_scores_and_resumes_its_prompt(tmp_path, monkeypatch):
+    """Issue 41: a trajectory aborted at a weight sync and resumed (partial rollout) keeps the skill
+    it was given and its scores: the abort never reaches the agent loop (ARISE's client resumes the
+    request from its prompt plus the tokens so far), so there is no second selection, no second
+    scoring pass, and the resumed request's prompt is the one with the skill injected."""
+    from skill_layer_host import build_loop
+
+    import recipe.arise.adapters.skill_layer as skill_layer_module
+    from recipe.arise.adapters.agent_loop import ARISEAgentLoop
+    from recipe.arise.core.prompts import inject_skill
+    from recipe.arise.core.skill import load_seed_skills
+    from recipe.arise.core.trajectory import TrajectoryInfo
+    from recipe.arise.cpu.tiny import build_tokenizer
+
+    seeds = load_seed_skills()
+    cache = [(f"s{i:06d}", doc.to_json()) for i, doc in enumerate(seeds, start=1)]
+    tokenizer = build_tokenizer(tmp_path, [MESSAGES[0]["content"], *(text for _, text in cache)])
+    favourite = tokenizer.encode(cache[2][1], add_special_tokens=False)
+    partial, rest = (
+        tokenizer.encode(" 1 plus", add_special_tokens=False),
+        tokenizer.encode(" 2 is 3", add_special_tokens=False),
+    )
+    server = AbortsAGeneration(favourite, partial, rest)
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "name": "vllm",
+                    "n": 2,
+                    "val_kwargs": {"n": 1},
+                    "prompt_length": 1024,
+                    "response_length": 64,
+                },
+            },
+            "arise": {
+                "phase1_steps": 0,
+                "selection": {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000},
+            },
+        }
+    )
+    client = _client(ARISEAsyncLLMClient, server)
+    client.config = config
+    reads, prepared = [], []
+
+    async def snapshot():
+        reads.append(1)
+        return {"version": 1, "cache": cache}
+
+    monkeypatch.setattr(
+        skill_layer_module, "get_replica", lambda: SimpleNamespace(snapshot=SimpleNamespace(remote=snapshot))
+    )
+    prepare = skill_layer_module.SkillLayer.prepare
+
+    async def counted(self, kwargs):
+        prepared.append(kwargs["session_id"])
+        return await prepare(self, kwargs)
+
+    monkeypatch.setattr(skill_layer_module.SkillLayer, "prepare", counted)
+
+    async def group():
+        params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
+        outputs = []
+        for session in (0, 1):
+            loop = build_loop(ARISEAgentLoop, tokenizer, client, config)
+            outputs.append(
+                await loop.run(dict(params), raw_prompt=MESSAGES, uid="q-abort", session_id=session, global_steps=3)
+            )
+        return outputs, loop
+
+    (aborted, whole), loop = asyncio.run(group())
+    infos = [TrajectoryInfo.from_extra_fields(o.extra_fields) for o in (aborted, whole)]
+    # one selection per session, one library read and one scoring pass for the group: none redone
+    assert prepared == [0, 1] and len(reads) == 1 and len(server.scoring) == len(cache)
+    assert infos[0].skill_id == infos[1].skill_id == cache[2][0] and infos[0].selected
+    assert infos[0].scores == infos[1].scores and len(infos[0].scores) == len(cache)
+    # the resumed request: the prompt with the skill injected, plus the tokens so far
+    injected = loop.continuous_token_builder.build_initial_tokens(inject_skill(MESSAGES, seeds[2]))
+    assert server.generation[:2] == [injected, injected + partial]
+    assert aborted.prompt_ids == injected and aborted.response_ids == partial + rest
+    assert (aborted.extra_fields["min_global_steps"], aborted.extra_fields["max_global_steps"]) == (1, 2)

@@ -231,3 +231,78 @@ def test_the_observation_record_round_trips_every_field():
     assert trainer_resume.observation_from_record(record) == o
     with pytest.raises(ValueError, match="correct must be true or false"):
         trainer_resume.observation_from_record({**record, "correct": 1})
+
+
+def _maintain(trainer, tmp_path, monkeypatch) -> list[Observation]:
+    """The trainer's real maintenance (``_arise_maintain``); returns the observations it drained."""
+    from recipe.arise.adapters.trainer_metrics import StepState
+
+    trainer.timing_raw = {}  # the library log goes under the checkpoints folder
+    trainer._maintained_step, trainer._step_state = None, StepState()
+    trainer.config.algorithm = {"norm_adv_by_std_in_grpo": True}
+    replica, drained = trainer.library_replica.inner, []
+    drain = replica.drain
+    monkeypatch.setattr(replica, "drain", lambda *a, **k: drained.extend(drain(*a, **k)) or list(drained))
+    trainer._arise_maintain()
+    assert trainer._arise_metrics["arise/trajectories"] == len(drained)
+    return drained
+
+
+def test_a_partly_finished_group_in_flight_at_a_checkpoint_counts_once(tmp_path, monkeypatch):
+    """colocate_async: at step 4's maintenance group qa had one of its two sessions finished (its
+    observation posted) and was still running at the checkpoint; on resume verl re-issues qa and its
+    two regenerated sessions post theirs. UPDATE sees qa's two trajectories once: the finished
+    session stays in the replica while qa runs (saved pending, dropped at the re-issue), not drained
+    at step 4 and then regenerated (3 of qa's observations applied before)."""
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+
+    cls = ARISEColocateAsyncTrainer
+    tags = {"qa": {"is_prompt": True, "status": "running"}, "qa_0_0": {"is_prompt": False}}
+    tags |= {"qc": {"is_prompt": True, "status": "finished"}, "qc_0_0": {}, "qc_1_0": {}}
+    _tq(monkeypatch, tags)
+    monkeypatch.setattr(verl_base(cls), "_save_checkpoint", lambda self: None)
+    trainer = _trainer(cls, tmp_path, 4)
+    trainer.library = trainer._new_library()
+    for o in (observation("qa"), observation("qc"), observation("qc", 0.0, control=True, skill_id="")):
+        trainer.library_replica.inner.record(o)
+    first = _maintain(trainer, tmp_path, monkeypatch)
+    cls._save_checkpoint(trainer)
+
+    resumed = _resume(cls, tmp_path, monkeypatch)
+    replica = resumed.library_replica.inner
+
+    def verl_reissue(self, partition_id="train"):  # verl generates qa again: two new sessions post
+        for o in (observation("qa", 1.0), observation("qa", 0.0, control=True, skill_id="")):
+            replica.record(o)
+        return 1
+
+    monkeypatch.setattr(PPOTrainerColocateAsync, "_reissue_inflight_prompts", verl_reissue)
+    resumed.global_steps = 5  # verl's fit() steps on before it re-issues
+    assert cls._reissue_inflight_prompts(resumed) == 1
+    tags["qa"]["status"] = "finished"
+    second = _maintain(resumed, tmp_path, monkeypatch)
+    assert sum(o.uid == "qa" for o in first + second) == 2  # qa's two trajectories, each once
+    assert [o.uid for o in first] == ["qc", "qc"]
+    assert [(o.uid, o.reward) for o in second] == [("qa", 1.0), ("qa", 0.0)]  # the regenerated pair, whole
+    assert resumed._arise_metrics["arise/restored_observations"] == 1.0
+    assert resumed._arise_metrics["arise/reissued_observations_dropped"] == 1.0
+
+
+def test_the_resumed_library_keeps_its_version(tmp_path, monkeypatch):
+    """The library version steps once per maintenance: an uninterrupted run publishes version 1 at
+    start and N + 1 after step N's. Resumed at step 4 it publishes version 5, so the trajectories verl
+    restored from the checkpoint (which read versions up to 5 before the kill) are not read as newer
+    than the library (the CPU run's first resumed step logged arise/library_staleness -1)."""
+    from recipe.arise.adapters.trainer_staleness import StalenessTally
+
+    _save(ARISEColocateAsyncTrainer, tmp_path, monkeypatch, [])
+    resumed = _resume(ARISEColocateAsyncTrainer, tmp_path, monkeypatch)
+    assert resumed.library_replica.inner.snapshot()["version"] == resumed._arise_version == 5
+    tally = StalenessTally()  # step 5 trains a group finished after step 4's maintenance
+    tally.add([{"max_global_steps": 4}], [TrajectoryInfo(library_version=5)], 5, resumed._arise_version)
+    assert tally.metrics()["arise/library_staleness/mean"] == 0.0
+    fresh = _trainer(ARISEColocateAsyncTrainer, tmp_path / "fresh", 0)  # no checkpoint: version 1
+    monkeypatch.setattr(verl_base(ARISEColocateAsyncTrainer), "_load_checkpoint", lambda self: None)
+    monkeypatch.setattr("recipe.arise.adapters.trainer.get_or_create_replica", lambda: fresh.library_replica)
+    ARISEColocateAsyncTrainer._load_checkpoint(fresh)
+    assert fresh.library_replica.inner.snapshot()["version"] == 1

@@ -1,7 +1,9 @@
 """End to end: ARISE under verl's separate_async trainer on CPU (docs/trainer_modes.md).
 
-One launch of ``TRAINER_MODE=separate_async run_scripts/cpu_smoke_arise.sh`` with the script's
-defaults, checked as the colocate_async runs are (tests/helpers/async_checks.py).
+One launch of ``TRAINER_MODE=separate_async TOOL=python run_scripts/cpu_smoke_arise.sh`` with the
+script's defaults (the tool agent, ``arise_tool_agent``: it sends its requests through the same
+async client as the single-turn agent, which CI runs under colocate_async), checked as the
+colocate_async runs are (tests/helpers/async_checks.py), the tool called in every step.
 
 separate_async runs on two fake "GPU" slots, the trainer's and the standalone rollout server's, and
 sends the weights over Ray's object store (recipe/arise/cpu/cpu_checkpoint_engine.py): each step's
@@ -13,17 +15,17 @@ from __future__ import annotations
 
 import pytest
 import smoke_run
-from async_checks import check_run as _check_run
-from async_checks import verdict_not_failed
+from async_checks import check_run, check_tool_calls, verdict_not_failed
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.launch
-def test_arise_under_separate_async(tmp_path, tiny):
-    proc = smoke_run.launch(tmp_path, TINY_DIR=tiny, TRAINER_MODE="separate_async", SKIP_PREFLIGHT=1)
+def test_tool_agent_under_separate_async(tmp_path):
+    proc = smoke_run.launch(tmp_path, TRAINER_MODE="separate_async", TOOL="python", SKIP_PREFLIGHT=1)
     verdict_not_failed(proc.stdout)
-    metrics = _check_run(tmp_path, "separate_async")
+    metrics = check_run(tmp_path, "separate_async", loop="arise_tool_agent")
+    check_tool_calls(metrics)
     log = (tmp_path / "run.log").read_text(errors="replace")
     assert "rollout served by 1 standalone replicas only" in log  # hybrid_engine=False: one vLLM engine
     assert all(metrics[s]["timing_s/update_weights"] > 0 for s in metrics)  # the standalone sync, every step

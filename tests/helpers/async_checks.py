@@ -1,6 +1,6 @@
 """What every async-mode CPU smoke run must show (tests/e2e/test_cpu_async_e2e.py,
-test_cpu_separate_e2e.py; importable as ``async_checks``: tests/conftest.py puts this folder on
-``sys.path``)."""
+test_cpu_async_resume_e2e.py, test_cpu_separate_e2e.py, test_cpu_separate_single_turn_e2e.py;
+importable as ``async_checks``: tests/conftest.py puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ def check_run(tmp_path, mode: str, loop: str = "arise_agent") -> dict[int, dict[
     assert all(metrics[s]["actor/grad_norm"] > 0.0 for s in metrics)
     _resume_state_kept(tmp_path, metrics)
     return metrics
+
+
+def check_tool_calls(metrics: dict[int, dict[str, float]]) -> None:
+    """``TOOL=python``: the tool was called (and ran: a sandbox failure is a tool error) in every step."""
+    calls = {s: metrics[s]["arise/tool_calls"] for s in metrics}
+    assert all(c > 0.0 for c in calls.values()), calls
+    assert all(metrics[s]["arise/tool_error_rate"] < 0.5 for s in metrics)
 
 
 def _resume_state_kept(run, metrics) -> None:

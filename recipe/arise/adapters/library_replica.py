@@ -115,8 +115,12 @@ class LibraryReplica:
         out, self._failures = self._failures, []
         return out
 
-    def drain(self) -> list[Observation]:
-        out, self._observations = self._observations, []
+    def drain(self, hold: list[str] | None = None) -> list[Observation]:
+        """The observations posted, less those of the query groups ``hold``: they stay for a later
+        drain (a group still generating reaches the maintenance whole, see ``trainer_resume.drain``)."""
+        held = set(hold or ())
+        out = [o for o in self._observations if o.uid not in held]
+        self._observations = [o for o in self._observations if o.uid in held]
         return out
 
     # resume (recipe.arise.adapters.trainer_resume): the observations a checkpoint keeps

@@ -241,7 +241,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         return super()._reissue_inflight_prompts(partition_id=partition_id)
 
     def _publish(self):
-        self._arise_version += 1
+        self._arise_version = self.global_steps + 1  # one per maintenance; a resumed run's continues
         cache = [(entry.skill_id, entry.doc.to_json()) for entry in self.library.cache]
         utilities = [entry.utility for entry in self.library.cache]  # ranks arise.selection.score_top_m
         ray.get(self.library_replica.publish.remote(self._arise_version, cache, utilities, self._gate.sigma))
@@ -420,7 +420,7 @@ class ARISEHooks(GateMixin, UploadMixin):
         phase = self.arise.phase(step)
         with marked_timer("arise_library", self.timing_raw, color="purple"):
             started = time.perf_counter()
-            observations = ray.get(self.library_replica.drain.remote())
+            observations = trainer_resume.drain(self.library_replica, self.trainer_mode)  # whole groups
             sigma_used = self._gate.sigma
             # rescore; window: Phase I
             self._remember_queries(observed_queries(observations), observed_tool_selections(observations))

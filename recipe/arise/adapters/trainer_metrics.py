@@ -73,9 +73,12 @@ def console_line(step: int, total: int, metrics: dict[str, Any]) -> str:
     if "arise/phase" not in metrics:  # arise.enable=false: plain GRPO through the same trainer
         score = metrics.get("critic/score/mean", 0.0)
         return f"[arise] step {step}/{total} | GRPO | score {score:.3f}{tool}{failed} | {t:.1f}s"
+    # a maintenance that drained no observation (resumed, or every group still in flight) has no acc/mean R
+    acc, mean_r = (f"{metrics[k]:.3f}" if k in metrics else "-" for k in ("arise/acc", "arise/reward_mean"))
     return (
-        f"[arise] step {step}/{total} | phase {int(metrics['arise/phase'])} | acc {metrics['arise/acc']:.3f}"
-        f" | mean R {metrics['arise/reward_mean']:.3f} | skill use {metrics['arise/skill_use_rate']:.2f}"
+        f"[arise] step {step}/{total} | phase {int(metrics['arise/phase'])}"
+        f" | acc {acc} ({int(metrics['arise/trajectories'])} obs)"
+        f" | mean R {mean_r} | skill use {metrics['arise/skill_use_rate']:.2f}"
         f" | gate pass {metrics['arise/gate_pass_rate']:.2f} | R=1/R=2 mixed groups"
         f" {metrics['arise/mixed_group_rate']:.2f} | parsed {int(metrics['arise/summary_parsed'])}"
         f"/{int(metrics['arise/summary_attempts'])} | library {int(metrics['arise/cache_size'])}"
@@ -135,8 +138,6 @@ def step_metrics(
         "arise/grader_errors": float(sum(o.grader_error is not None for o in observations)),
         "arise/scores_nonfinite": float(sum(int(r.scores_nonfinite) for r in records)),
         "arise/skill_overlong": float(sum(bool(r.skill_overlong) for r in records)),
-        "arise/reward_mean": float(np.mean([o.reward for o in observations])) if n else 0.0,
-        "arise/acc": float(np.mean([o.correct for o in observations])) if n else 0.0,
         "arise/prompt_overhead_tokens": float(np.mean([r.skill_tokens for r in records])) if n else 0.0,
         "arise/scoring_s": float(sum(r.scoring_s for r in records)),
         # token accounting (per step; divide by arise/queries for per-query figures)
@@ -175,6 +176,9 @@ def step_metrics(
         "arise/uplift_skills": float(len(uplifts)),
         "arise/utility_uplift_disagree": float(len(utility_uplift_disagreement(library.cache))),
     }
+    if n:  # no observation drained, no mean: a 0 would read as a step that got every answer wrong
+        m["arise/reward_mean"] = float(np.mean([o.reward for o in observations]))
+        m["arise/acc"] = float(np.mean([o.correct for o in observations]))
     m.update({f"arise/{k}": float(v) for k, v in mechanism_metrics(observations, norm_by_std).items()})
     m.update(state.staleness.metrics())
     # every generated episode (the trained batch lacks the groups dynamic sampling dropped)

@@ -15,6 +15,11 @@ new ``run()`` with a new skill selection. :func:`inflight_groups` names those gr
 re-issues them, :func:`reissued` drops the restored observations of their deleted trajectories
 (their new ones are posted again) and counts both: ``arise/reissued_groups`` and
 ``arise/reissued_observations_dropped`` in the first step's metrics, and one console line.
+
+So that no observation of a re-issued group was applied before the save, a maintenance takes a
+group's observations only once the group is no longer generating (:func:`drain`): the finished
+sessions of a group still in flight stay in the replica (and so in the checkpoint's pending list)
+instead of reaching UPDATE once drained and once regenerated.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ _FIELDS = [f.name for f in dataclasses.fields(Observation)]
 __all__ = [
     "PENDING_FILE",
     "PendingObservationsError",
+    "drain",
     "inflight_groups",
     "load_pending_observations",
     "observation_from_record",
@@ -150,6 +156,15 @@ def inflight_groups(trainer_mode: str, partition_id: str = "train") -> list[str]
     return [
         key for key, tag in items.items() if tag.get("is_prompt", False) and tag.get("status") in ("pending", "running")
     ]
+
+
+def drain(replica, trainer_mode: str, partition_id: str = "train") -> list[Observation]:
+    """The observations a maintenance takes: every one posted, less those of the groups still in flight
+    (:func:`inflight_groups`; none under sync), which stay in the replica until their group finishes.
+    Under the async trainers a group's sessions finish at different times; drained part by part, a
+    group in flight at a checkpoint would have its finished sessions in UPDATE and again, regenerated,
+    after verl re-issues it on resume (and a maintenance would see part of a group's contrast)."""
+    return ray.get(replica.drain.remote(hold=inflight_groups(trainer_mode, partition_id)))
 
 
 def reissued(replica, uids: list[str], step: int) -> dict[str, float]:

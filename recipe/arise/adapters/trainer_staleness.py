@@ -4,7 +4,8 @@
   (before this step's maintenance publishes the next) minus the version the trajectory selected
   from (``TrajectoryInfo.library_version``: its query group's one snapshot; every ARISE trajectory
   records it, Phase I and the control arm included). The version steps once per maintenance,
-  i.e. once per global step.
+  i.e. once per global step: N + 1 after step N's, in a resumed run too (the trajectories verl
+  restores from a checkpoint keep the versions they read before the kill).
 - ``arise/weight_staleness/{mean,max}``: verl's ``training/off_policy/trajectory_staleness``
   (``PPOTrainer._compute_metrics``) on the same rows: ``(global_steps - 1) - max_global_steps``,
   the policy versions between the freshest weights that generated the trajectory and the ones
