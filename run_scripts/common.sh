@@ -80,6 +80,18 @@ if [ -n "$ENV" ]; then
   DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise/env/$ENV}")
   TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
   VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+  # Where the paper's math settings do not apply, the peers' (SkillRL / verl-agent on ALFWorld and
+  # WebShop; docs/environments.md: GPU runs): 16 games x G=8 episodes a step (every episode holds an
+  # environment: 128 JVMs, not the 512 of batch 64), 200 steps, Phase I the first quarter (as the
+  # paper's 500 of 2,000). Turn budget: WebShop's 15 for TWX's short games, ALFWorld's 50 for
+  # ScienceWorld's long ones; every reply and observation shares the one response, ~450 tokens a turn.
+  case "$ENV" in
+    twx) : "${ENV_TURNS:=15}" "${MAX_RESPONSE:=8192}" ;;
+    scienceworld) : "${ENV_TURNS:=50}" "${MAX_RESPONSE:=24576}" "${MICRO_BATCH:=1}" ;;
+  esac
+  # the task, the first observation and up to 40 admissible actions
+  : "${MAX_PROMPT:=2048}" "${TRAIN_BATCH:=16}" "${TOTAL_STEPS:=200}" "${PHASE1_STEPS:=50}"
+  : "${SAVE_FREQ:=50}" "${TEST_FREQ:=50}"
 fi
 DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise${TOOL:+_tool}}")  # data_prep/prepare_all.sh's output
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
