@@ -51,6 +51,7 @@ CASES = [
     *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
     *[("baseline.sh", {"METHOD": m, "ENV": "twx", "MODEL_PATH": "m"}) for m in ("grpo", "drgrpo", "gspo")],
     ("baseline.sh", {"METHOD": "grpo", "ENV": "scienceworld", "MODEL_PATH": "m"}),
+    ("eval_arise.sh", {**EVAL, "ENV": "twx"}),  # success per task type (tests/adapters/test_evaluate_env.py)
 ]
 # every training script with its defaults: each must get a checkpoint folder of its own
 TRAINING = [
