@@ -41,6 +41,7 @@ CASES = [
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "TRAINER_MODE": "colocate_async", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ENV": "twx", **PY}),  # the env agent
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ENV": "scienceworld", **PY}),
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
     ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
     # the tool agent (TOOL=python): ARISE, the GRPO baseline through the same path, the evaluation
@@ -69,6 +70,7 @@ TRAINING = [
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "TRAINER_MODE": "colocate_async", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "twx", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "scienceworld", **PY}),
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
     *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
