@@ -1,5 +1,5 @@
 """The tiny ScienceWorld assets (recipe/arise/cpu/tiny_env_sw.py) and the smoke script's
-``ENV=scienceworld`` branch, without the warm start (one ScienceWorld JVM, ~1 min): the expert wins
+``ENV=scienceworld`` branch, without the warm start (one ScienceWorld JVM: the e2e tier): the expert wins
 every lifespan game in 2 actions and the noisy one not always, episodes are rendered as the agent
 loop renders them, every taught skill fits the schema, and the assets are a cache entry of their own."""
 
@@ -28,6 +28,7 @@ def player():
     p.close()
 
 
+@pytest.mark.e2e  # a ScienceWorld JVM (as tests/envs/test_scienceworld.py): ~1.5 min in all here
 def test_the_expert_wins_in_two_actions_and_the_noisy_one_not_always(player):
     from recipe.arise.core.env_prompts import parse_action
 
@@ -44,6 +45,7 @@ def test_the_expert_wins_in_two_actions_and_the_noisy_one_not_always(player):
         assert len(ep.messages) // 2 <= sw.TURNS
 
 
+@pytest.mark.e2e  # a ScienceWorld JVM (as tests/envs/test_scienceworld.py): ~1.5 min in all here
 def test_an_episode_is_rendered_as_the_agent_loop_renders_it(player):
     from recipe.arise.core.env_prompts import first_turn, observation_turn
 
@@ -57,6 +59,7 @@ def test_an_episode_is_rendered_as_the_agent_loop_renders_it(player):
     assert ep.transcript.split("\n")[0].startswith("OBSERVATION: This room is called")
 
 
+@pytest.mark.e2e  # a ScienceWorld JVM (as tests/envs/test_scienceworld.py): ~1.5 min in all here
 def test_every_taught_skill_fits_the_schema(player):
     from recipe.arise.core.skill import SkillDoc
 
