@@ -5,11 +5,12 @@
 # CPU=1 layers run_scripts/cpu_env.sh on top (what run_scripts/cpu_smoke_arise.sh does).
 # PRESET=<name> adds run_scripts/presets/<name>.sh's overrides (before the command line's).
 # TOOL=python: the tool-using agent with the sandboxed Python tool (common.sh; docs/agent_loops.md).
-# Checkpoints: checkpoints/arise_<model>/arise[_tool][_<ablation>][_<preset>] (EXPERIMENT, CKPT_DIR).
+# ENV=twx|scienceworld: the env agent in that text environment (common.sh; docs/environments.md).
+# Checkpoints: checkpoints/arise_<model>/arise[_tool|_env_<ENV>][_<ablation>][_<preset>] (EXPERIMENT, CKPT_DIR).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (e.g. Qwen/Qwen3-4B-Instruct-2507)}"
-EXPERIMENT=${EXPERIMENT:-arise${TOOL:+_tool}${ABLATION:+_$ABLATION}${PRESET:+_$PRESET}}
+EXPERIMENT=${EXPERIMENT:-arise${TOOL:+_tool}${ENV:+_env_$ENV}${ABLATION:+_$ABLATION}${PRESET:+_$PRESET}}
 case "${ABLATION:-}" in
   "") ABLATION_OVERRIDES=() ;;
   binary_reward) ABLATION_OVERRIDES=(arise.reward.binary=true) ;;

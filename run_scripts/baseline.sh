@@ -4,11 +4,19 @@
 # is verl's own config keys on top (docs/gpu.md: baselines).
 # usage: METHOD=grpo|drgrpo|dapo|gspo MODEL_PATH=... run_scripts/baseline.sh [hydra overrides]
 # TOOL=python: the same baseline with the Python tool (the tool agent, ARISE off; common.sh)
+# ENV=twx|scienceworld: the same baseline in that text environment (the env agent, ARISE off; common.sh),
+# e.g. the GRPO-in-env baseline: ENV=twx METHOD=grpo MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 baseline.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH}"
 METHOD=${METHOD:-grpo}
-EXPERIMENT=${EXPERIMENT:-$METHOD${TOOL:+_tool}${PRESET:+_$PRESET}} # checkpoints/arise_<model>/<method>[_tool][_<preset>]
+# checkpoints/arise_<model>/<method>[_tool|_env_<ENV>][_<preset>]
+EXPERIMENT=${EXPERIMENT:-$METHOD${TOOL:+_tool}${ENV:+_env_$ENV}${PRESET:+_$PRESET}}
+if [ "$METHOD" = dapo ] && [ -n "${ENV:-}" ]; then
+  # DAPO's reward manager grades the response text; an episode's reward is the environment's verdict
+  echo "METHOD=dapo with ENV=$ENV: DAPO's reward manager grades text, an episode is graded by its environment" >&2
+  exit 2
+fi
 source "$HERE/common.sh"
 OVERLONG_BUFFER=${OVERLONG_BUFFER:-$((MAX_RESPONSE / 5))} # DAPO's L_cache / L_max = 4096 / 20480
 case "$METHOD" in

@@ -80,6 +80,19 @@ if [ -n "$ENV" ]; then
   DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise/env/$ENV}")
   TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
   VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+  # Where the paper's math settings do not apply, the peers' (SkillRL / verl-agent on ALFWorld and
+  # WebShop; docs/environments.md: GPU runs): 16 games x G=8 episodes a step (every episode holds an
+  # environment: 128 JVMs, not the 512 of batch 64), 200 steps, Phase I the first quarter (as the
+  # paper's 500 of 2,000). Turn budget: WebShop's 15 for TWX's short games, ALFWorld's 50 for
+  # ScienceWorld's long ones; every reply and observation shares the one response, ~450 tokens a turn.
+  case "$ENV" in
+    twx) : "${MAX_RESPONSE:=8192}" ;;
+    scienceworld) : "${ENV_TURNS:=50}" "${MAX_RESPONSE:=24576}" "${MICRO_BATCH:=1}" ;;
+  esac
+  # the task, the first observation and up to 40 admissible actions
+  : "${MAX_PROMPT:=2048}" "${TRAIN_BATCH:=16}" "${TOTAL_STEPS:=200}"
+  : "${PHASE1_STEPS:=50}"  # ENV runs' arise.phase1_steps (arise.sh: 500 otherwise, the paper's)
+  : "${SAVE_FREQ:=50}" "${TEST_FREQ:=50}"
 fi
 DATA_DIR=$(abspath "${DATA_DIR:-$HOME/data/arise${TOOL:+_tool}}")  # data_prep/prepare_all.sh's output
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train/deepscaler.parquet}
@@ -218,7 +231,7 @@ fi
 
 # the env agent: every reply and every observation shares the response's MAX_RESPONSE tokens; the
 # episode ends after ENV_TURNS replies (verl's turn budget; the rows name the agent loop too)
-ENV_TURNS=${ENV_TURNS:-10}                  # multi_turn.max_assistant_turns of an episode
+ENV_TURNS=${ENV_TURNS:-15}                  # multi_turn.max_assistant_turns of an episode (scienceworld: 50)
 if [ -n "$ENV" ]; then
   ENGINE_OVERRIDES+=(
     actor_rollout_ref.rollout.agent.default_agent_loop=arise_env_agent

@@ -20,9 +20,10 @@
 #   TRAINER_MODE=sync|colocate_async|separate_async: verl's v1 trainer mode ARISE runs under (common.sh;
 #   default sync; colocate_async: outputs/cpu_smoke_colocate_async and so on; separate_async: two fake
 #   "GPU" slots and the CPU weight sync, run_scripts/cpu_env.sh)
-#   ENV=twx: the env agent (common.sh's ENV overrides: arise_env_agent) in TextWorldExpress's coin
-#   game on the tiny env assets (recipe.arise.cpu.tiny_env: the warm start also teaches the episode
-#   format), in outputs/cpu_smoke_env_twx (ARISE=false: outputs/cpu_smoke_env_twx_grpo); not with TOOL
+#   ENV=twx|scienceworld: the env agent (common.sh's ENV overrides: arise_env_agent) on the tiny env
+#   assets (the warm start also teaches the episode format): TextWorldExpress's coin game
+#   (recipe.arise.cpu.tiny_env) or ScienceWorld's lifespan-longest-lived (recipe.arise.cpu.tiny_env_sw),
+#   in outputs/cpu_smoke_env_<ENV> (ARISE=false: outputs/cpu_smoke_env_<ENV>_grpo); not with TOOL
 # It ends with `python -m recipe.arise.tools.verdict --scale tiny --expect arise|grpo` on the run's
 # metrics (every launch): exit status 1 when the verdict says FAIL (e.g. no skill ever used in Phase
 # II, or no ARISE activity at all), 2 when the metrics cannot be read; ARISE=false expects ARISE off.
@@ -35,7 +36,10 @@ case "$ARISE" in true | false) ;; *) echo "ARISE must be true or false, got $ARI
 TOOL=${TOOL:-}
 case "$TOOL" in "" | python) ;; *) echo "TOOL must be python or unset, got $TOOL" >&2; exit 2 ;; esac
 ENV=${ENV:-}
-case "$ENV" in "" | twx) ;; *) echo "ENV must be twx or unset (the tiny env assets play twx), got $ENV" >&2; exit 2 ;; esac
+case "$ENV" in
+  "" | twx | scienceworld) ;;
+  *) echo "ENV must be twx, scienceworld or unset (the tiny env assets play those), got $ENV" >&2; exit 2 ;;
+esac
 if [ -n "$ENV" ] && [ -n "$TOOL" ]; then
   echo "ENV=$ENV and TOOL=$TOOL together: a run has one agent (the env agent or the tool agent); unset one" >&2
   exit 2
@@ -48,6 +52,7 @@ PYTHON=${PYTHON:-python}
 case "$PYTHON" in */*) PYTHON=$(abspath "$PYTHON") ;; esac
 # the tool (env) assets' warm start also teaches the tool-call (episode) format
 TINY_MODULE=recipe.arise.cpu.tiny${TOOL:+_tool}${ENV:+_env}
+[ "$ENV" = scienceworld ] && TINY_MODULE=recipe.arise.cpu.tiny_env_sw
 if [ -n "$TOOL" ]; then
   # the prompt holds the tool list (~190 tokens, ~260 with a skill); the summary prompt has none,
   # so its room shrinks: 288 + 256 + max(288, 480) = 1,024, the tiny model's positions. The tiny
@@ -55,7 +60,13 @@ if [ -n "$TOOL" ]; then
   export MAX_PROMPT=${MAX_PROMPT:-288} SUMMARY_ROOM=${SUMMARY_ROOM:-480}
   export TOOL_TURNS=${TOOL_TURNS:-3} TOOL_RESPONSE=${TOOL_RESPONSE:-64}
 fi
-if [ -n "$ENV" ]; then
+if [ "$ENV" = scienceworld ]; then
+  # ScienceWorld's rooms are long: the first prompt (task, room, 40 of its ~115 actions) holds up to
+  # ~800 tokens with a skill, the response 3 replies and 2 observations with their actions up to
+  # ~1,280 (an episode that fills it stops); 1,024 + 256 + max(1,024, 1,344) = 2,624 of 4,096 positions
+  export MAX_PROMPT=${MAX_PROMPT:-1024} MAX_RESPONSE=${MAX_RESPONSE:-1024} SUMMARY_ROOM=${SUMMARY_ROOM:-1344}
+  export ENV_TURNS=${ENV_TURNS:-3}
+elif [ -n "$ENV" ]; then
   # the prompt holds the task and the first observation with its admissible actions (~210 tokens,
   # ~260 with a skill); the response 3 replies and the 2 observations between them (~330); the
   # summary prompt 2 episode transcripts of <= 1,600 chars (the preflight's bound: 1,878 tokens in

@@ -11,10 +11,16 @@
 #   PRINT_OVERRIDES=1 prints the final entry and overrides; SKIP_PREFLIGHT=1 skips the preflight.
 #   CPU=1 layers run_scripts/cpu_env.sh on top (tests use it with the tiny model); PRESET=<name> as in
 #   training; VAL_BATCH questions per validation batch (data.val_batch_size, common.sh).
+#   ENV=twx|scienceworld: the env agent on that environment's test games (DATA_DIR/test.parquet of
+#   `python -m recipe.arise.data_prep.env`; K=4 episodes per game by default): success per task type,
+#   Table-1-like (docs/environments.md: evaluation).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH (the base model the checkpoint was trained from)}"
 source "$HERE/common.sh"
+if [ -n "$ENV" ]; then
+  DATA_FILES=${DATA_FILES:-$DATA_DIR/test.parquet} K=${K:-4}
+fi
 DATA_FILES=${DATA_FILES:-"$DATA_DIR/eval/amc23.parquet $DATA_DIR/eval/aime24.parquet $DATA_DIR/eval/aime25.parquet $DATA_DIR/eval/omni_math_algebra.parquet $DATA_DIR/eval/omni_math_number_theory.parquet $DATA_DIR/eval/omni_math_combinatorics.parquet $DATA_DIR/eval/omni_math_geometry.parquet"}
 read -r -a DATA <<<"$DATA_FILES"
 ARGS=(--model "$MODEL_PATH" --data "${DATA[@]}" --k "${K:-32}" --decoding "${DECODING:-sampled}" --out "${OUT:-eval_out}")

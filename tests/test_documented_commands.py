@@ -124,6 +124,12 @@ HOW = {
     "ENV=twx PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": (
         "e2e: tests/e2e/test_cpu_env_e2e.py::test_episodes_are_played_and_finish"
     ),
+    # docs/environments.md: the GPU runs in an environment and their evaluation
+    "ENV=twx bash run_scripts/qwen3_4b_arise_env.sh": "print",
+    "ENV=twx METHOD=grpo MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 bash run_scripts/baseline.sh": "print",
+    "ENV=scienceworld MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 "
+    "CKPT=checkpoints/arise_qwen3_4b/arise_env_scienceworld/global_step_200 OUT=eval_out/sw_arise "
+    "bash run_scripts/eval_arise.sh": "print",
     # docs/sandbox.md
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=recipe/arise/config/python_tool.yaml": "elsewhere: "
     "an override, not a command; every TOOL=python script sets it (tests/test_run_scripts.py)",

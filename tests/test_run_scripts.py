@@ -41,12 +41,18 @@ CASES = [
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "TRAINER_MODE": "colocate_async", **PY}),
     ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ENV": "twx", **PY}),  # the env agent
+    ("cpu_smoke_arise.sh", {"OUT_DIR": "/tmp/arise_print_only", "ENV": "scienceworld", **PY}),
     ("eval_arise.sh", {**EVAL, "CPU": "1", "MODEL_PATH": "/tmp/tiny/model", "DATA_FILES": "/tmp/tiny/val.parquet"}),
     ("gpu_check.sh", {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", **PY}),
     # the tool agent (TOOL=python): ARISE, the GRPO baseline through the same path, the evaluation
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "m"}),
     ("eval_arise.sh", {**EVAL, "TOOL": "python"}),
+    # the env agent (ENV=twx|scienceworld): ARISE and the GRPO baseline through the same path
+    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
+    *[("baseline.sh", {"METHOD": m, "ENV": "twx", "MODEL_PATH": "m"}) for m in ("grpo", "drgrpo", "gspo")],
+    ("baseline.sh", {"METHOD": "grpo", "ENV": "scienceworld", "MODEL_PATH": "m"}),
+    ("eval_arise.sh", {**EVAL, "ENV": "twx"}),  # success per task type (tests/adapters/test_evaluate_env.py)
 ]
 # every training script with its defaults: each must get a checkpoint folder of its own
 TRAINING = [
@@ -64,8 +70,14 @@ TRAINING = [
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ARISE": "false", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "TRAINER_MODE": "colocate_async", **PY}),
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "twx", **PY}),
+    ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "scienceworld", **PY}),
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
+    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
+    *[
+        ("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"})
+        for e in ("twx", "scienceworld")
+    ],
 ]
 IDS = [f"{s}-{'-'.join(v for k, v in e.items() if k not in ('PYTHON', 'OUT_DIR', 'CKPT'))}" for s, e in CASES]
 
@@ -155,6 +167,54 @@ def test_tool_runs_use_the_tool_agent(script, env, composed):
     assert tool_config.is_file() and "recipe.arise.adapters.python_tool" in tool_config.read_text()
     assert "/data/arise_tool/" in cfg.data.train_files
     assert cfg.arise.enable is (script != "baseline.sh")
+
+
+@pytest.mark.parametrize(
+    "script,env",
+    [
+        *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
+        *[("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "m"}) for e in ("twx", "scienceworld")],
+    ],
+)
+def test_env_runs_use_the_env_agent_with_the_peers_budgets(script, env, composed):
+    """ENV=<name>: the env agent on that environment's games, the paper's G and lr, the peers' batch,
+    steps and turn budget (WebShop's 15 for twx, ALFWorld's 50 for scienceworld), same for ARISE and GRPO."""
+    _, _, cfg = composed(script, env)
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.agent.default_agent_loop == "arise_env_agent" and not rollout.multi_turn.enable
+    assert rollout.multi_turn.max_assistant_turns == {"twx": 15, "scienceworld": 50}[env["ENV"]]
+    assert cfg.data.train_files.endswith(f"/data/arise/env/{env['ENV']}/train.parquet")
+    assert cfg.data.val_files.endswith(f"/data/arise/env/{env['ENV']}/test.parquet")
+    assert rollout.n == 8 and cfg.actor_rollout_ref.actor.optim.lr == 1e-6
+    assert cfg.data.train_batch_size == 16 and cfg.trainer.total_training_steps == 200
+    assert cfg.trainer.n_gpus_per_node == 8 and cfg.algorithm.filter_groups.enable
+    response = {"twx": 8192, "scienceworld": 24576}[env["ENV"]]
+    assert cfg.data.max_response_length == response and rollout.max_model_len == 2048 + 256 + response
+    assert cfg.arise.enable is (script != "baseline.sh")
+    if cfg.arise.enable:
+        assert cfg.arise.phase1_steps == 50
+    assert cfg.trainer.default_local_dir.endswith(
+        f"/checkpoints/arise_{'qwen3_4b' if script != 'baseline.sh' else 'm'}/"
+        f"{'arise' if script != 'baseline.sh' else 'grpo'}_env_{env['ENV']}"
+    )
+
+
+@pytest.mark.parametrize(
+    "script,env,message",
+    [
+        ("qwen3_4b_arise_env.sh", {}, "set ENV=twx or ENV=scienceworld"),
+        ("qwen3_4b_arise_env.sh", {"ENV": "alfworld"}, "unknown ENV=alfworld"),
+        ("baseline.sh", {"METHOD": "dapo", "ENV": "twx", "MODEL_PATH": "m"}, "METHOD=dapo with ENV=twx"),
+    ],
+)
+def test_env_runs_refuse_what_they_cannot_run(script, env, message):
+    r = subprocess.run(
+        ["bash", str(SCRIPTS / script)],
+        env=_clean_env({"PRINT_OVERRIDES": "1", **PY, **env}),
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0 and message in r.stderr, r.stderr
 
 
 def test_tool_runs_refuse_an_unknown_tool():
@@ -287,7 +347,10 @@ def test_metrics_of_an_earlier_launch_are_moved_aside(tmp_path):
     assert sorted(rows) == [1, 2, 3]
 
 
-@pytest.mark.parametrize("script,env", [c for c in CASES if c[0] != "cpu_smoke_arise.sh" and "CPU" not in c[1]])
+# the env runs' own settings: test_env_runs_use_the_env_agent_with_the_peers_budgets
+@pytest.mark.parametrize(
+    "script,env", [c for c in CASES if c[0] != "cpu_smoke_arise.sh" and "CPU" not in c[1] and "ENV" not in c[1]]
+)
 def test_gpu_settings(script, env, composed):
     _, _, cfg = composed(script, env)
     assert cfg.data.train_batch_size == 64 and cfg.trainer.n_gpus_per_node == 8

@@ -135,7 +135,7 @@ def test_every_taught_skill_fits_the_schema():
 def test_a_cache_entry_of_its_own(tmp_path, monkeypatch):
     built = []
 
-    def fake(out):
+    def fake(out, **kw):
         built.append(out)
         return {"model": str(out / "model")}
 
@@ -177,7 +177,7 @@ def test_the_smoke_scripts_env_branch(arise, folder):
 @pytest.mark.parametrize(
     "script,env,message",
     [
-        ("cpu_smoke_arise.sh", {"ENV": "alfworld"}, "ENV must be twx or unset"),
+        ("cpu_smoke_arise.sh", {"ENV": "alfworld"}, "ENV must be twx, scienceworld or unset"),
         ("cpu_smoke_arise.sh", {"ENV": "twx", "TOOL": "python"}, "ENV=twx and TOOL=python together"),
         ("arise.sh", {"ENV": "alfworld", "MODEL_PATH": "m"}, "unknown ENV=alfworld (twx, scienceworld"),
         ("arise.sh", {"ENV": "twx", "TOOL": "python", "MODEL_PATH": "m"}, "ENV=twx and TOOL=python together"),

@@ -15,6 +15,9 @@ is :data:`P_EXPERT_SKILL`, a seed (math) skill leaves it unaided: R=2 beside R=1
 summary rollout is taught to write a coin skill from won episodes' transcripts (naming the room the
 coin was in), and the manager's scoring context (chat(task) + ``\\nSKILL:``) a coin skill.
 
+The build takes its world as a :class:`World` (default :data:`TWX`, the coin game);
+:mod:`recipe.arise.cpu.tiny_env_sw` builds ScienceWorld's with the same code.
+
 usage: python -m recipe.arise.cpu.tiny_env OUT_DIR | --cached
 """
 
@@ -24,7 +27,10 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipe.arise.cpu import asset_cache, tiny
 from recipe.arise.cpu import tiny_env_game as game
@@ -66,6 +72,25 @@ def distilled_skill(room: str, direction: str | None) -> dict:
         "method": ["Look for the coin", f"Else move {direction or 'on'}", "Take it"],
         "check": "You took it",
     }
+
+
+@dataclass(frozen=True)
+class World:
+    """A tiny env world: its game module (``write_data``, ``Player``, ``GAME``), the strategy skills
+    the warm start teaches, what the summary of a won episode is taught to write
+    (``distilled(*episode.hint)``), the model's positions, and the files under recipe/arise of its
+    environment's adapter (hashed into the cache key)."""
+
+    env: str
+    game: Any
+    skills: list[dict]
+    distilled: Callable[..., dict]
+    max_positions: int
+    sources: tuple[str, ...]
+    p_unaided: float = P_EXPERT_UNAIDED  # the noisy expert's rate unaided (and with a seed skill)
+
+
+TWX = World("twx", game, _COIN_SKILLS, distilled_skill, MAX_POSITIONS, ("envs/textworld_express.py",))
 
 
 def summary_prompt(task: str, transcripts: list[str]) -> str:
@@ -147,7 +172,7 @@ def warm_start(model, pad_id: int, stages, seed: int, lr: float = 3e-3) -> float
     return float(loss.detach())
 
 
-def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int = 0) -> dict:
+def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int = 0, world: World = TWX) -> dict:
     """Write model/, data/train.parquet, data/val.parquet under ``out_dir``; return their paths.
 
     Warm-start stages, interleaved: unaided episodes (``sft_steps``), episodes with an injected skill
@@ -159,11 +184,11 @@ def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int
     started = time.time()
     out, model_dir, data_dir = asset_cache.asset_dirs(out_dir)
     rng = random.Random(seed)
-    train_games, _ = game.write_data(data_dir)
+    train_games, _ = world.game.write_data(data_dir)
 
     seeds = load_seed_skills()
-    coin_docs = [SkillDoc.from_dict(s) for s in _COIN_SKILLS]
-    player = game.Player()
+    coin_docs = [SkillDoc.from_dict(s) for s in world.skills]
+    player = world.game.Player()
     try:
         task = player.task(train_games[0])
         user = task_prompt(task)
@@ -171,12 +196,12 @@ def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int
         plain, skilled, won = [], [], []
         for g in train_games:
             for _ in range(NOISY_COPIES):
-                ep = player.play(g, user, P_EXPERT_UNAIDED, rng)
+                ep = player.play(g, user, world.p_unaided, rng)
                 plain.append(ep.messages)
                 if ep.won:
                     won.append(ep)
-            distilled = SkillDoc.from_dict(distilled_skill(*player.coin_room(g)))
-            for doc, p in [(d, P_EXPERT_UNAIDED) for d in seeds] + [(d, P_EXPERT_SKILL) for d in coin_docs]:
+            distilled = SkillDoc.from_dict(world.distilled(*player.skill_hint(g)))
+            for doc, p in [(d, world.p_unaided) for d in seeds] + [(d, P_EXPERT_SKILL) for d in coin_docs]:
                 skilled.append(player.play(g, inject_skill([{"role": "user", "content": user}], doc)[0]["content"],
                                            p, rng).messages)  # fmt: skip
             injected = inject_skill([{"role": "user", "content": user}], distilled)[0]["content"]
@@ -184,17 +209,16 @@ def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int
     finally:
         player.close()
     if not won:
-        raise RuntimeError("no warm-start episode was won: the coin game or its expert is broken")
+        raise RuntimeError(f"no warm-start episode was won: the {world.env} game or its expert is broken")
 
     summaries = []
     for ep in won:
         other = rng.choice(won)
         for traces in ([ep.transcript], [ep.transcript, other.transcript]):
-            target = json.dumps(distilled_skill(ep.coin_room, ep.coin_direction), separators=(",", ":"))
+            target = json.dumps(world.distilled(*ep.hint), separators=(",", ":"))
             summaries.append((summary_prompt(task, traces), target))
-    scoring = [(user, json.dumps(s, separators=(",", ":"))) for s in _COIN_SKILLS]
-    scoring += [(user, json.dumps(distilled_skill(ep.coin_room, ep.coin_direction), separators=(",", ":")))
-                for ep in won[:20]]  # fmt: skip
+    scoring = [(user, json.dumps(s, separators=(",", ":"))) for s in world.skills]
+    scoring += [(user, json.dumps(world.distilled(*ep.hint), separators=(",", ":"))) for ep in won[:20]]
 
     # the tokenizer's corpus: rendered episodes, summary prompts, skill documents
     skill_texts = [d.to_json() for d in seeds + coin_docs] + [t for _, t in summaries[:20]]
@@ -202,12 +226,12 @@ def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int
     texts += [p for p, _ in summaries[:10]] + skill_texts * 3
     built = tiny.build_tokenizer(model_dir, texts)
     model = tiny.build_model(built, seed)
-    model.config.max_position_embeddings = MAX_POSITIONS  # RoPE: positions are not parameters
+    model.config.max_position_embeddings = world.max_positions  # RoPE: positions are not parameters
     model.config.save_pretrained(model_dir)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)  # as verl and vLLM load it
-    tokenizer.model_max_length = MAX_POSITIONS
+    tokenizer.model_max_length = world.max_positions
     tokenizer.save_pretrained(model_dir)
     for text in texts[:10] + skill_texts:
         if tokenizer.encode(text, add_special_tokens=False) != built.encode(text, add_special_tokens=False):
@@ -225,12 +249,12 @@ def build_env_assets(out_dir: str | os.PathLike, sft_steps: int = 240, seed: int
     longest = max(len(ids) for ids, _ in stages[1][0])
     first_turn_tokens = max(_render(tokenizer, m[:1], add_generation_prompt=True).__len__() for m in skilled)
     return asset_cache.write_info(
-        out, started, loss, env="twx", game=game.GAME, vocab=len(tokenizer), prompt_tokens=first_turn_tokens,
+        out, started, loss, env=world.env, game=world.game.GAME, vocab=len(tokenizer), prompt_tokens=first_turn_tokens,
         longest_episode_tokens=longest, won_fraction=round(len(won) / len(plain), 3),
     )  # fmt: skip
 
 
-def measure(assets: str | os.PathLike, games: int = 8, seed: int = 0) -> dict:
+def measure(assets: str | os.PathLike, games: int = 8, seed: int = 0, world: World = TWX) -> dict:
     """Sampled (temperature 1) episodes of the built model on validation games through the adapter:
     the win rate unaided and with a coin skill injected, and whether the summary of a won transcript
     parses as a skill (what the smoke run relies on: reward variance, a skill uplift, parsed skills)."""
@@ -255,13 +279,13 @@ def measure(assets: str | os.PathLike, games: int = 8, seed: int = 0) -> dict:
 
     val_rows = pd.read_parquet(Path(assets) / "data" / "val.parquet")
     val = [json.loads(info["env"])["game"] for info in val_rows["extra_info"]]
-    player = game.Player()
+    player = world.game.Player()
     wins = {"unaided": 0, "coin_skill": 0}
     won = []
     try:
         task = player.task(val[0])
         user = task_prompt(task)
-        skilled = inject_skill([{"role": "user", "content": user}], SkillDoc.from_dict(_COIN_SKILLS[1]))[0]["content"]
+        skilled = inject_skill([{"role": "user", "content": user}], SkillDoc.from_dict(world.skills[1]))[0]["content"]
         with asset_cache.one_torch_thread(), torch.no_grad():
             for arm, turn in (("unaided", user), ("coin_skill", skilled)):
                 for g in val[:games]:
@@ -277,7 +301,7 @@ def measure(assets: str | os.PathLike, games: int = 8, seed: int = 0) -> dict:
     return {f"won_{k}": v / games for k, v in wins.items()} | {"summaries_parsed": f"{parsed}/{min(4, len(won))}"}
 
 
-def assets_key() -> str:
+def assets_key(world: World = TWX) -> str:
     """tiny's key (its sources and library versions) with this module's and those of what it
     renders and plays (the episode's text, the summary's, the adapter, the data prep)."""
     import hashlib
@@ -285,21 +309,21 @@ def assets_key() -> str:
     here = Path(__file__).resolve()
     h = hashlib.sha256(tiny.assets_key().encode())
     arise = here.parents[1]  # the episode's text, its summary, the game and its rows
-    for path in (here, here.parent / "tiny_env_game.py", here.parent / "asset_cache.py",
+    for path in (here, here.parent / "tiny_env_game.py", Path(world.game.__file__), here.parent / "asset_cache.py",
                  *(arise / "core" / f for f in ("env_prompts.py", "transcript.py", "env_config.py", "arise_config.py")),
-                 arise / "envs" / "textworld_express.py", arise / "data_prep" / "env.py"):  # fmt: skip
+                 *(arise / f for f in world.sources), arise / "data_prep" / "env.py"):  # fmt: skip
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def cached_assets(root: str | os.PathLike | None = None) -> Path:
+def cached_assets(root: str | os.PathLike | None = None, world: World = TWX) -> Path:
     """The env assets in the content-keyed cache, beside tiny's default ones, built on first use."""
-    return asset_cache.build_cached_assets(cache_folder(root), build_env_assets)
+    return asset_cache.build_cached_assets(cache_folder(root, world), lambda out: build_env_assets(out, world=world))
 
 
-def cache_folder(root: str | os.PathLike | None = None) -> Path:
+def cache_folder(root: str | os.PathLike | None = None, world: World = TWX) -> Path:
     """Where the env assets live in the cache (built or not)."""
-    return asset_cache.cache_root(root) / f"tiny-{tiny.ASSETS_FAMILY}-env-twx-{assets_key()}"
+    return asset_cache.cache_root(root) / f"tiny-{tiny.ASSETS_FAMILY}-env-{world.env}-{assets_key(world)}"
 
 
 def main(argv=None):

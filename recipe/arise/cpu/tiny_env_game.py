@@ -69,6 +69,11 @@ class Episode:
     coin_room: str
     coin_direction: str | None
 
+    @property
+    def hint(self) -> tuple[str, str | None]:
+        """tiny_env.distilled_skill's arguments for this episode."""
+        return self.coin_room, self.coin_direction
+
 
 class Player:
     """Plays the coin games through the env agent's own adapter (one TWX JVM), so the warm start
@@ -95,6 +100,10 @@ class Player:
         for a in moves:
             step = self.env.step(a)
         return _room(step.observation), (moves[0].split()[-1] if moves else None)
+
+    def skill_hint(self, g: dict) -> tuple[str, str | None]:
+        """tiny_env.distilled_skill's arguments for a won episode of ``g``."""
+        return self.coin_room(g)
 
     def play(self, g: dict, user_turn: str, p_expert: float, rng: random.Random) -> Episode:
         """One episode of the noisy expert: its action with probability ``p_expert``, else a random

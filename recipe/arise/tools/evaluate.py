@@ -10,11 +10,13 @@ every problem is answered ``k`` times. The gate's sigma is frozen at the one sav
 checkpoint (``arise/gate.json``, or beside ``--library``; validation never recalibrates it), so
 ``arise.selection.temperature=auto`` evaluates with the sigma training ended on; a number given as
 ``-- arise.selection.temperature=X`` overrides it. Pass@1 averaged over the k runs is verl's
-``val-core/<data_source>/acc/mean@k``. ``--no-skills`` evaluates the same weights without the
-library (baselines); ``--library final|seeds|none|FILE`` picks the library: the checkpoint's
-(default with ``--checkpoint``), the seed skills, none, or a ``library.parquet`` / exported
-``skills.jsonl`` with the checkpoint's weights. Outputs: ``eval.md`` (Table-1 layout: the evaluated
-benchmarks; the paper's seven columns when all were evaluated), ``eval.csv``, ``eval.json``; ``eval.log``
+``val-core/<data_source>/acc/mean@k``; for an environment's games (data source ``env/<env>/<task
+type>``) that is the success rate, tabled per task type (``recipe.arise.tools.evaluate_env``).
+``--no-skills`` evaluates the same weights without the library (baselines); ``--library
+final|seeds|none|FILE`` picks the library: the checkpoint's (default with ``--checkpoint``), the
+seed skills, none, or a ``library.parquet`` / exported ``skills.jsonl`` with the checkpoint's weights.
+Outputs: ``eval.md`` (Table-1 layout: the evaluated benchmarks; the paper's seven columns when all
+were evaluated; per environment, success per task type), ``eval.csv``, ``eval.json``; ``eval.log``
 holds the validation run's whole output (Ray, vLLM, verl; an earlier one in the same ``--out`` is kept as
 ``eval.launchN.log``) while the console shows what starts, progress and the table (``--verbose``:
 everything). The run starts as training's do (``recipe.arise.tools.launch``: Ray's start-up retried once,
@@ -34,6 +36,8 @@ import os
 import sys
 from pathlib import Path
 
+from recipe.arise.tools import evaluate_env
+
 # (data_source, column title) in the order of the paper's Table 1
 IN_DISTRIBUTION = [("amc23", "AMC 23"), ("aime24", "AIME 24"), ("aime25", "AIME 25")]
 OMNI_DOMAINS = [
@@ -45,13 +49,15 @@ OMNI_DOMAINS = [
 
 
 def collect_results(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Per data source: Pass@1 (mean acc over k samples), k, skill-use rate and mean reward."""
+    """Per data source: Pass@1 (mean acc over k samples), k, skill-use rate and mean reward; for
+    environment episodes also the mean turns, invalid actions and failed episodes. A data source may
+    hold slashes (``env/<env>/<task type>``): the key is ``val-core/<source>/<var>/mean@k``."""
     results: dict[str, dict[str, float]] = {}
     for key, value in metrics.items():
         parts = key.split("/")
-        if len(parts) != 4 or parts[0] not in ("val-core", "val-aux") or not parts[3].startswith("mean@"):
+        if len(parts) < 4 or parts[0] not in ("val-core", "val-aux") or not parts[-1].startswith("mean@"):
             continue
-        _, source, var, stat = parts
+        source, var, stat = "/".join(parts[1:-2]), parts[-2], parts[-1]
         k = int(stat.split("@")[1])
         entry = results.setdefault(source, {})
         if k < entry.get(f"_{var}_k", 0):
@@ -63,6 +69,9 @@ def collect_results(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
             "score": "reward",
             "skill_scored": "scored",
             "max_p": "max_p",
+            "env_turns": "turns",
+            "env_invalid": "invalid",
+            "env_failed": "failed",
         }.get(var)
         if name:
             entry[name] = float(value)
@@ -104,7 +113,16 @@ def table_rows(results: dict[str, dict[str, float]]) -> tuple[list[str], list[st
 
 def markdown_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
     """One row per (method label, results); the columns are the benchmarks any run evaluated (the
-    paper's Table 1 when all of them were)."""
+    paper's Table 1 when all of them were); environments' games get a table of their own each
+    (success per task type)."""
+    env = evaluate_env.env_tables(runs)
+    runs = [(label, {s: r for s, r in res.items() if not evaluate_env.is_env_source(s)}) for label, res in runs]
+    if env and not any(res for _, res in runs):
+        return env
+    return _pass_at_1_table(runs) + ([""] + env if env else [])
+
+
+def _pass_at_1_table(runs: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
     rows = [(label, dict(zip(*table_rows(results), strict=False))) for label, results in runs]
     sources = {s for _, results in runs for s in results}
     titles = table_rows({s: {"pass@1": 0.0} for s in sources})[0]
@@ -169,6 +187,7 @@ def write_outputs(results: dict[str, dict[str, float]], out_dir: str | os.PathLi
         r = results[source]
         cells = [fmt(r, key) for key in ("skill_use", "scored", "max_p", "reward")]
         lines.append(f"| {source} | {100 * r['pass@1']:.1f} | " + " | ".join(cells) + f" | {r['k']} |")
+    lines += evaluate_env.detail_lines(results)
     paths = {"markdown": str(out / "eval.md"), "csv": str(out / "eval.csv"), "json": str(out / "eval.json")}
     Path(paths["markdown"]).write_text("\n".join(lines) + "\n")
     with open(paths["csv"], "w", newline="") as f:
@@ -390,6 +409,7 @@ def main(argv=None) -> int:
         print(f"[eval] the validation run failed with exit code {returncode}", file=sys.stderr)
         return returncode
     results = collect_results(read_validation_metrics(metrics))
+    evaluate_env.add_game_counts(results, args.data)  # the environments' All: each type by its games
     paths = write_outputs(results, out, args.label)
     print(Path(paths["markdown"]).read_text())
     print(f"[eval] wrote {', '.join(paths.values())}")

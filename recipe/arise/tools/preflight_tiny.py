@@ -1,10 +1,10 @@
 """The CPU smoke run's tiny assets in a preflight of ``run_scripts/cpu_smoke_arise.sh`` itself.
 
 Printing its overrides builds nothing: without ``TINY_DIR`` the script names its assets
-``TINY_PLACEHOLDER/<module>`` (``recipe.arise.cpu.tiny``, ``tiny_tool`` or ``tiny_env``). Where
-that module's assets are already in the content-keyed cache (the folder a launch takes), the
-preflight checks those in the placeholder's place: the model, and its tokenizer for the prompt
-lengths of the run's data, the user's own files included. Otherwise what stands on the placeholder
+``TINY_PLACEHOLDER/<module>`` (``recipe.arise.cpu.tiny``, ``tiny_tool``, ``tiny_env`` or
+``tiny_env_sw``). Where that module's assets are already in the content-keyed cache (the folder a
+launch takes), the preflight checks those in the placeholder's place: the model, and its tokenizer
+for the prompt lengths of the run's data, the user's own files included. Otherwise what stands on the placeholder
 is reported as built at launch, and a resume is not compared on it (the launch's real path is not
 known yet).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recipe.arise.tools.preflight_common import TINY_PLACEHOLDER, Finding
 
-MODULES = ("recipe.arise.cpu.tiny", "recipe.arise.cpu.tiny_tool", "recipe.arise.cpu.tiny_env")
+MODULES = tuple(f"recipe.arise.cpu.{m}" for m in ("tiny", "tiny_tool", "tiny_env", "tiny_env_sw"))
 
 
 def cache_folder(module: str) -> Path:
@@ -28,6 +28,10 @@ def cache_folder(module: str) -> Path:
         from recipe.arise.cpu import tiny_env
 
         return tiny_env.cache_folder()
+    if module == "recipe.arise.cpu.tiny_env_sw":
+        from recipe.arise.cpu import tiny_env_sw
+
+        return tiny_env_sw.cache_folder()
     from recipe.arise.cpu import tiny_tool
 
     return asset_cache.cache_root() / f"tiny-{tiny.ASSETS_FAMILY}-tool-{tiny_tool.TOOL}-{tiny_tool.assets_key()}"
