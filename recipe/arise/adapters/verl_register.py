@@ -4,7 +4,9 @@ verl imports the modules listed in ``VERL_USE_EXTERNAL_MODULES`` on ``import ver
 process (driver, TaskRunner, agent-loop and reward workers); ``arise_trainer.yaml`` sets it in
 Ray's runtime env so the ARISE trainers ("arise", "arise_colocate_async", "arise_separate_async")
 and the "arise_agent", "arise_tool_agent" and "arise_env_agent" agent loops are found by name.
-It also makes ARISE's warnings visible in each of those processes (:func:`show_warnings`).
+It also makes ARISE's warnings visible in each of those processes (:func:`show_warnings`), and has
+verl build ARISE's vLLM server adapter, whose weight-sync socket is the launch's own
+(:mod:`~recipe.arise.adapters.weight_sync_socket`).
 """
 
 # verl loads external modules before its entry-point plugins; the CPU platform (a no-op unless
@@ -13,7 +15,7 @@ from recipe.arise.cpu import verl_plugin  # noqa: F401  isort: skip
 import logging  # noqa: E402
 import sys  # noqa: E402
 
-from recipe.arise.adapters import agent_loop, env_agent, tool_agent, trainers  # noqa: F401,E402  (registration side effects)
+from recipe.arise.adapters import agent_loop, env_agent, tool_agent, trainers, weight_sync_socket  # noqa: F401,E402
 
 ARISE_LOGGER = "recipe.arise"
 
@@ -60,3 +62,4 @@ def show_warnings() -> None:
 
 
 show_warnings()
+weight_sync_socket.register()
