@@ -251,6 +251,16 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def save(path: Path, part: str, value: dict) -> None:
+    """Put one part's results into ``path``, read again just before: an invocation running only the
+    other part in the same --work meanwhile keeps its own."""
+    results = json.loads(path.read_text()) if path.is_file() else {}
+    results[part] = value
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=str))
+    tmp.replace(path)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3, help="steps per speed run (step 1 is dropped)")
@@ -278,12 +288,11 @@ def main(argv=None) -> int:
     started = time.time()
     # a part skipped keeps its results from an earlier invocation in the same --work (said below)
     path = work / "results.json"
-    results: dict = json.loads(path.read_text()) if path.is_file() else {}
     if not args.skip_speed:
-        results["speed"] = {**speed(args, work / "speed"), "args": vars(args)}
+        save(path, "speed", {**speed(args, work / "speed"), "args": vars(args)})
     if not args.skip_learning:
-        results["learning"] = {**learning(args, work / "learning"), "args": vars(args)}
-    path.write_text(json.dumps(results, indent=1, default=str))
+        save(path, "learning", {**learning(args, work / "learning"), "args": vars(args)})
+    results = json.loads(path.read_text()) if path.is_file() else {}
     for part, skipped in (("speed", args.skip_speed), ("learning", args.skip_learning)):
         if skipped and part in results:
             print(f"{part}: the results of an earlier invocation in {work} (its arguments in results.json)")

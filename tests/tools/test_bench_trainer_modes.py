@@ -193,3 +193,13 @@ def test_the_plot_reads_a_saved_results_file(bench, tmp_path):
     saved = json.loads(json.dumps(results))  # the steps become strings, the nan stays
     bench.plot(saved, tmp_path / "modes.png")
     assert (tmp_path / "modes.png").stat().st_size > 10_000
+
+
+def test_each_part_keeps_the_other_parts_results(bench, tmp_path):
+    """Two invocations in one --work, one per part, may finish in either order: each writes its part
+    into the file as it is then, so neither loses the other's."""
+    path = tmp_path / "results.json"
+    bench.save(path, "learning", {"lines": ["a"]})
+    bench.save(path, "speed", {"ratios": {}})
+    bench.save(path, "learning", {"lines": ["b"]})
+    assert json.loads(path.read_text()) == {"learning": {"lines": ["b"]}, "speed": {"ratios": {}}}
