@@ -10,7 +10,8 @@ docs/trainer_modes.md), each through the real verl trainer (run_scripts/cpu_smok
    (``ratio_interval``, paired by repetition) within +-``--target``, or ``--max-reps``. A step's
    seconds are the wall-clock time between two steps' rows in the run's metrics (``bench/wall_s``:
    what an async trainer overlaps shows there, not in ``timing_s/step``); step 1 (vLLM's warm-up)
-   is dropped. Prints ``colocate_async/sync step-time ratio: R (95% interval L-H, +-P%)`` and the
+   is dropped; a finished run is reused when the bench is started again with the same ``--work`` and
+   ``--steps``. Prints ``colocate_async/sync step-time ratio: R (95% interval L-H, +-P%)`` and the
    same for separate_async.
 2. **The learning effect** in each mode: bench/bench_learning_effect.py's transfer world, ARISE
    against GRPO, its ``launch`` with ``--trainer-mode``; seeds outermost, modes and arms alternating;
@@ -119,8 +120,16 @@ def speed(args, work: Path) -> dict:
     )
 
     def run(mode, rep):
-        extra = {**env, "TRAINER_MODE": mode}
-        return overhead.run_once(mode, True, args, tiny, work / f"{mode}_{rep}", extra, overrides, lock=LOCK)
+        # a finished run's steps are kept, so the bench started again with more --reps adds runs
+        folder = work / f"{mode}_s{args.steps}_{rep}"
+        kept = folder / "bench_steps.json"
+        if kept.is_file():
+            print(f"  {mode:12s} run: reusing {kept}", flush=True)
+            return json.loads(kept.read_text())
+        steps = overhead.run_once(mode, True, args, tiny, folder, {**env, "TRAINER_MODE": mode}, overrides, lock=LOCK)
+        folder.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(steps))
+        return steps
 
     runs, intervals, reached = overhead.interleaved(
         list(MODES), run, wall_step_time, args.reps, args.max_reps, args.target

@@ -154,6 +154,10 @@ def test_speed_prints_each_async_ratio_to_sync_with_its_interval(bench, tmp_path
         assert f"{mode}/sync step-time ratio: {bench.overhead.describe(expected)}" in out
     assert "NOT RESOLVED" in out  # +-0.1% is out of reach of these numbers
     assert result["seconds_per_step"]["sync"] == seconds["sync"]
+    # started again in the same folder, the finished runs are reused, none launched again
+    order.clear()
+    assert bench.speed(args, tmp_path)["ratios"] == result["ratios"] and order == []
+    assert "reusing" in capsys.readouterr().out
 
 
 def test_every_learning_effect_launch_runs_under_the_mode(tmp_path, monkeypatch):
