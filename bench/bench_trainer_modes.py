@@ -171,14 +171,15 @@ def learning(args, work: Path) -> dict:
         "arise",
         "grpo",
     ]
-    le = {mode: effect.parse_args([*base, "--trainer-mode", mode, "--out", str(work / mode)]) for mode in MODES}
+    modes = [m for m in MODES if m in args.learning_modes]  # sync first: the others are compared with it
+    le = {mode: effect.parse_args([*base, "--trainer-mode", mode, "--out", str(work / mode)]) for mode in modes}
     assets = effect.world_assets(le["sync"].families, le["sync"].sft_steps)
-    finals: dict[str, dict[str, dict[int, float]]] = {mode: {} for mode in MODES}
-    curves: dict[str, dict[str, list[dict[int, float]]]] = {mode: {} for mode in MODES}
+    finals: dict[str, dict[str, dict[int, float]]] = {mode: {} for mode in modes}
+    curves: dict[str, dict[str, list[dict[int, float]]]] = {mode: {} for mode in modes}
     failed = []
     # seeds outermost, modes and arms alternating: a cut-short bench still pairs every mode on its seeds
     for seed in args.learning_seeds:
-        for mode in MODES if seed % 2 == 0 else MODES[::-1]:
+        for mode in modes if seed % 2 == 0 else modes[::-1]:
             for arm in ("arise", "grpo"):
                 out = work / mode / f"{arm}_seed{seed}"
                 try:
@@ -195,7 +196,7 @@ def learning(args, work: Path) -> dict:
         f"G={le['sync'].group}): held-out accuracy at the last step"
     )
     print(f"{'mode':16s} {'arm':6s} " + " ".join(f"seed {s:>2d}" for s in args.learning_seeds))
-    for mode in MODES:
+    for mode in modes:
         for arm in ("arise", "grpo"):
             got = finals[mode].get(arm, {})
             print(
@@ -205,7 +206,7 @@ def learning(args, work: Path) -> dict:
     if failed:
         print(f"{len(failed)} run(s) failed, left out: {', '.join(failed)}")
     lines, gaps = [], {}
-    for mode in ASYNC_MODES:
+    for mode in modes[1:]:
         seeds, gap, sync_gap = paired_gap(finals[mode], finals["sync"])
         if not seeds:
             print(f"  {mode}: no seed with all four runs finished; no learning-effect line")
@@ -283,12 +284,17 @@ def main(argv=None) -> int:
     parser.add_argument("--learning-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--learning-steps", type=int, default=24)
     parser.add_argument("--eval-every", type=int, default=4)
+    parser.add_argument(
+        "--learning-modes", nargs="+", choices=MODES, default=list(MODES), help="sync and the async modes to compare"
+    )
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-learning", action="store_true")
     parser.add_argument("--work", default="outputs/bench_trainer_modes", help="runs, plot and results")
     args = parser.parse_args(argv)
     if args.steps < 2 or args.reps < 1 or args.max_reps < args.reps:
         parser.error("--steps >= 2 (step 1 is dropped) and 1 <= --reps <= --max-reps")
+    if "sync" not in args.learning_modes:
+        parser.error("--learning-modes needs sync: each async mode's gap is compared with sync's")
     if args.learning_steps % args.eval_every:
         parser.error(f"--learning-steps {args.learning_steps} must be a multiple of --eval-every {args.eval_every}")
     args.phase1_steps = 0  # the paper-proportions setup: Phase II from step 1
