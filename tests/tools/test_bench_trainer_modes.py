@@ -207,3 +207,40 @@ def test_each_part_keeps_the_other_parts_results(bench, tmp_path):
     bench.save(path, "speed", {"ratios": {}})
     bench.save(path, "learning", {"lines": ["b"]})
     assert json.loads(path.read_text()) == {"learning": {"lines": ["b"]}, "speed": {"ratios": {}}}
+
+
+def test_learning_pairs_each_async_mode_with_sync_and_counts_failed_runs(bench, tmp_path, monkeypatch, capsys):
+    """Fake launches: every mode's ARISE and GRPO per seed, one run failing (counted, shown, its seed
+    left out of that mode's line only), and the line per async mode from the seeds all four runs share."""
+    final = {("sync", "arise"): 0.8, ("sync", "grpo"): 0.4, ("colocate_async", "arise"): 0.75}
+    final[("colocate_async", "grpo")] = 0.45
+    launched = []
+
+    def launch(arm, seed, out, assets, le):
+        launched.append((le.trainer_mode, arm, seed))
+        if (le.trainer_mode, arm, seed) == ("colocate_async", "grpo", 1):
+            raise SystemExit("colocate_async grpo seed 1 failed (exit 1)")
+        out.mkdir(parents=True, exist_ok=True)
+        acc = final[(le.trainer_mode, arm)] + 0.01 * seed
+        rows = [{"step": s, "data": {"val-core/transfer_joxi/acc/mean@4": v}} for s, v in ((0, 0.3), (4, acc))]
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return out / "metrics.jsonl"
+
+    monkeypatch.setattr(bench.effect, "world_assets", lambda families, sft_steps: tmp_path)
+    monkeypatch.setattr(bench.effect, "launch", launch)
+    args = type("Args", (), dict(learning_seeds=[0, 1], learning_steps=4, eval_every=4))()
+    args.learning_modes = ["colocate_async", "sync"]
+    result = bench.learning(args, tmp_path)
+    # seeds outermost, sync first on even seeds, the order reversed on odd ones
+    assert [m for m, _, s in launched if s == 0][::2] == ["sync", "colocate_async"]
+    assert [m for m, _, s in launched if s == 1][::2] == ["colocate_async", "sync"]
+    assert result["failed"] == ["colocate_async grpo seed 1"]
+    assert result["lines"] == [bench.effect_line("colocate_async", [0.3], [0.4])]
+    out = capsys.readouterr().out
+    assert "1 run(s) failed, left out: colocate_async grpo seed 1" in out and "FAILED colocate_async grpo" in out
+
+
+def test_the_learning_modes_must_include_sync(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--skip-speed", "--learning-modes", "colocate_async"])
+    assert "--learning-modes needs sync" in capsys.readouterr().err
