@@ -29,6 +29,10 @@ the tiny model gets right only by running it: both arms use the tool agent (``TO
 ToolAgentLoop, the sandboxed python tool; ARISE's skill layer on it for the ARISE arm); the curves go
 to ``<out>/learning_effect_tool.png`` and the last line reads ``ARISE - GRPO final accuracy (tool): ...``.
 
+``--trainer-mode colocate_async|separate_async``: every arm under that verl trainer mode
+(``TRAINER_MODE``, docs/trainer_modes.md; default sync), in ``<out>`` = outputs/bench_learning_effect_<mode>;
+bench/bench_trainer_modes.py compares the modes with this machinery.
+
 A launch costs 2-4.5 min on a quiet 2-core machine (start-up ~1.5 min; GRPO ~135 s, ARISE ~205-265 s
 for 24 steps), so the default bench (9 launches) takes ~30 min; more when other jobs share the cores.
 
@@ -95,6 +99,7 @@ def launch(arm: str, seed: int, out: Path, assets: Path, args) -> Path:
         "GROUP": str(args.group),
         "LR": str(args.lr),
         "TOOL": "python" if args.tool else "",  # the same tool agent path for every arm
+        "TRAINER_MODE": args.trainer_mode,  # verl's v1 trainer mode, the same for every arm
     }
     cmd = [
         "flock",
@@ -205,7 +210,7 @@ def plot(curves: dict[str, list[dict[int, float]]], path: Path, threshold: float
     fig.savefig(path, dpi=110)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1 seed, arise and grpo, 4 steps: a smoke check")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -228,15 +233,28 @@ def main(argv=None) -> int:
     parser.add_argument("--assets", default=None, help="a world built by `python -m recipe.arise.cpu.world DIR`")
     parser.add_argument("--tool", action="store_true", help="the tool world, both arms with TOOL=python")
     parser.add_argument("--threshold", type=float, default=0.6, help="accuracy for 'steps to threshold'")
-    parser.add_argument("--out", default=None, help="default outputs/bench_learning_effect[_tool]")
+    parser.add_argument(
+        "--trainer-mode",
+        default="sync",
+        choices=["sync", "colocate_async", "separate_async"],
+        help="verl's trainer.v1.trainer_mode for every arm (TRAINER_MODE, docs/trainer_modes.md)",
+    )
+    parser.add_argument("--out", default=None, help="default outputs/bench_learning_effect[_tool][_MODE]")
     args = parser.parse_args(argv)
-    args.out = args.out or "outputs/bench_learning_effect" + ("_tool" if args.tool else "")
+    mode = "" if args.trainer_mode == "sync" else f"_{args.trainer_mode}"
+    args.out = args.out or "outputs/bench_learning_effect" + ("_tool" if args.tool else "") + mode
     if args.tool:  # the tool world's question is ARISE against GRPO, both through the tool
         args.arms = args.arms or ["arise", "grpo"]
     if args.quick:
         args.seeds, args.steps, args.eval_every = args.seeds[:1], 4, 2
         args.arms = args.arms or ["arise", "grpo"]
-    arms = args.arms or ["arise", "grpo", *ABLATIONS]
+    args.arms = args.arms or ["arise", "grpo", *ABLATIONS]
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    arms = args.arms
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
 

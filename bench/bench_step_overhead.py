@@ -113,8 +113,52 @@ def tiny_assets() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def run_once(arm: str, arise: bool, args, tiny: Path, out: Path, env_extra: dict, overrides: list[str]) -> list[dict]:
+def watch_run(cmd: list[str], env: dict, metrics: Path, console: Path, poll_s: float = 0.25):
+    """Run ``cmd`` (output to ``console``), noting when each step's row reaches ``metrics``: verl's
+    file logger writes one row per step, unbuffered, once the step is done. Returns (exit status,
+    {step: seconds since the start at which its last row arrived})."""
+    arrived: dict[int, float] = {}
+    started, seen = time.monotonic(), 0
+
+    def read_new():
+        nonlocal seen
+        if not metrics.is_file():
+            return
+        with metrics.open("rb") as f:
+            f.seek(seen)
+            chunk = f.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a row still being written waits for the next poll
+        seen += len(complete)
+        for line in complete.splitlines():
+            if line.strip():
+                arrived[int(json.loads(line)["step"])] = time.monotonic() - started
+
+    with console.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        while proc.poll() is None:
+            read_new()
+            time.sleep(poll_s)
+    read_new()
+    return proc.returncode, arrived
+
+
+def run_once(
+    arm: str,
+    arise: bool,
+    args,
+    tiny: Path,
+    out: Path,
+    env_extra: dict,
+    overrides: list[str],
+    lock: str | None = None,
+) -> list[dict]:
+    """One launch of the CPU smoke script; its steps 2.. (step 1 includes vLLM's warm-up), each with
+    ``bench/wall_s``: the wall-clock seconds since the previous step's row (the whole iteration,
+    validation and verl's metrics included: where an async trainer overlaps work, it shows here).
+    ``lock``: a file to hold (flock) for the launch, so that no other launch shares the cores."""
+    out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.jsonl"
+    metrics.unlink(missing_ok=True)
     env = {
         **os.environ,
         "PYTHON": sys.executable,
@@ -128,13 +172,19 @@ def run_once(arm: str, arise: bool, args, tiny: Path, out: Path, env_extra: dict
         **env_extra,
     }
     started = time.time()
-    proc = subprocess.run(["bash", str(SCRIPT), *overrides], cwd=REPO, env=env, capture_output=True, text=True)
-    (out / "console.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
+    cmd = [*(["flock", lock] if lock else []), "bash", str(SCRIPT), *overrides]
+    code, arrived = watch_run(cmd, env, metrics, out / "console.log")
+    if code != 0:
         raise SystemExit(f"run failed ({arm}), log: {out / 'run.log'} and {out / 'console.log'}")
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     print(f"  {arm:12s} run: {len(rows)} steps in {time.time() - started:.0f} s", flush=True)
-    return [row["data"] for row in rows if row["step"] > 1]  # step 1 includes vLLM warm-up
+    steps = []
+    for row in rows:
+        step = row["step"]
+        if step > 1:  # step 1 includes vLLM warm-up
+            wall = arrived[step] - arrived[step - 1] if step in arrived and step - 1 in arrived else math.nan
+            steps.append({**row["data"], "bench/wall_s": wall})
+    return steps
 
 
 def mean(values):
