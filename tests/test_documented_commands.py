@@ -215,13 +215,32 @@ def test_ci_runs_every_tier():
     assert "-m" not in addopts and "-k" not in addopts and "--deselect" not in addopts, addopts
 
 
-@pytest.mark.parametrize("command", _of("tier"))
-def test_the_tiers_as_written_select_what_docs_say(command):
-    """Each tier collects as written, without errors, and holds what docs/testing.md says it holds."""
-    argv = shlex.split(command)
-    assert argv[:3] == [".venv/bin/python", "-m", "pytest"], argv
+# the tiers' collections in one interpreter: each command's arguments to pytest.main as `python -m
+# pytest` passes them; the second and third collections reuse the first's imports (~16 CPU-s each
+# as a process of its own, ~1 after the first)
+COLLECT = r"""
+import contextlib, io, json, sys
+import pytest
+collected = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        returncode = int(pytest.main(args))
+    collected.append({"returncode": returncode, "stdout": out.getvalue()})
+print(json.dumps(collected))
+"""
+
+
+@pytest.fixture(scope="module")
+def tier_collections() -> dict[str, dict]:
+    """command -> (returncode, stdout) of its --collect-only, as written (COLLECT)."""
+    args = {}
+    for command in _of("tier"):
+        argv = shlex.split(command)
+        assert argv[:3] == [".venv/bin/python", "-m", "pytest"], argv
+        args[command] = [*argv[3:], "--collect-only", "-p", "no:xdist"]
     proc = subprocess.run(
-        [sys.executable, *argv[1:], "--collect-only", "-p", "no:xdist"],
+        [sys.executable, "-c", COLLECT, json.dumps(list(args.values()))],
         cwd=REPO,
         env={**os.environ, "PYTEST_ADDOPTS": ""},
         capture_output=True,
@@ -229,7 +248,16 @@ def test_the_tiers_as_written_select_what_docs_say(command):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    collected = json.loads(proc.stdout.strip().splitlines()[-1])
+    return dict(zip(args, collected, strict=True))
+
+
+@pytest.mark.parametrize("command", _of("tier"))
+def test_the_tiers_as_written_select_what_docs_say(command, tier_collections):
+    """Each tier collects as written, without errors, and holds what docs/testing.md says it holds."""
+    proc = tier_collections[command]
+    assert proc["returncode"] == 0, proc["stdout"][-3000:]
+    ids = [line for line in proc["stdout"].splitlines() if "::" in line]
     launches = [i for i in ids if _is_launch(i)]
     if "not e2e" in command:  # the development loop: no end-to-end module at all
         assert len(ids) > 1000 and not [i for i in ids if i.startswith("tests/e2e/")], len(ids)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -716,20 +717,44 @@ def test_estimate_warns_when_the_kv_cache_is_small(composed):
     assert est.level == "WARNING" and "queue" in est.findings[0].what
 
 
-def _preflight_cli(args, env):
+# The preflight's command line, run as `python -m recipe.arise.tools.preflight ARGS` runs it, once per
+# (args, environment) in one interpreter: runpy executes the module afresh as __main__ each time, the
+# imports (verl, torch: ~8 CPU-s a process) are paid once. Then run_preflight on ARISE's entry, and
+# whether any of it touched a GPU or Ray.
+CLI_RUNS = r"""
+import contextlib, io, json, os, runpy, sys, time, traceback
+results = []
+for args, env in json.loads(sys.argv[1]):
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = ["-m", *args]
+    out, err = io.StringIO(), io.StringIO()
     started = time.time()
-    proc = subprocess.run(
-        [sys.executable, "-m", "recipe.arise.tools.preflight", *args],
-        cwd=REPO,
-        env=_clean_env(env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc, time.time() - started
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("recipe.arise.tools.preflight", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    results.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
+                    "seconds": time.time() - started})
+from recipe.arise.tools import preflight
+with contextlib.redirect_stdout(io.StringIO()):
+    preflight.run_preflight("recipe.arise.adapters.main_arise", ["actor_rollout_ref.rollout.name=vllm"])
+import torch, ray
+print(json.dumps({"runs": results, "cuda": torch.cuda.is_initialized(), "ray": ray.is_initialized(),
+                  "constants_ppo": "verl.trainer.constants_ppo" in sys.modules}))
+"""
 
 
-def test_preflight_cli_on_the_paper_script(tmp_path):
+@pytest.fixture(scope="module")
+def preflight_cli(tmp_path_factory):
+    """The preflight CLI on the paper's script (a fake Qwen3-4B config.json, one-row data files), in
+    one interpreter (CLI_RUNS): a config error, the 8-GPU estimate, one 80 GB GPU, one H200."""
+    tmp_path = tmp_path_factory.mktemp("preflight_cli")
     model = tmp_path / "qwen3_4b"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(QWEN3_4B))
@@ -740,38 +765,47 @@ def test_preflight_cli_on_the_paper_script(tmp_path):
         write_parquet_atomic([make_row("t", "1 + 1?", "2", split="test", index=0)], data / f"{name}.parquet")
     # SAVE_FREQ=-1: no checkpoint, so that the disk check does not depend on this machine's free space
     env = {"MODEL_PATH": str(model), "DATA_DIR": str(data), "CKPT_DIR": str(tmp_path / "ckpt"), "SAVE_FREQ": "-1"}
-    proc, _ = _preflight_cli(["--gpu-mem-gib", "80", "run_scripts/qwen3_4b_arise.sh"], env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "memory per GPU (80.0 GiB" in proc.stdout and "verdict: OK" in proc.stdout
-    assert "4.02 B params" in proc.stdout
+    one_gpu = {**env, "GPUS_PER_NODE": "1"}
+    runs = [
+        # first: its seconds include the imports, as a person's first preflight does
+        (["run_scripts/qwen3_4b_arise.sh", "data.train_batch_size=3"], env),
+        (["--gpu-mem-gib", "80", "run_scripts/qwen3_4b_arise.sh"], env),
+        (["--gpu-mem-gib=80", "run_scripts/qwen3_4b_arise.sh"], one_gpu),
+        ([f"--gpu-mem-gib={H200_GIB}", "run_scripts/qwen3_4b_arise.sh"], one_gpu),
+    ]
+    runs = [(args, _clean_env(run_env)) for args, run_env in runs]
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI_RUNS, json.dumps(runs)],
+        cwd=REPO,
+        env=_clean_env({}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return [SimpleNamespace(**run) for run in result.pop("runs")], result
 
+
+def test_preflight_cli_on_the_paper_script(preflight_cli):
+    (error, eight, one_80, one_h200), _ = preflight_cli
     # a config error surfaces in seconds, with the override to change
-    proc, seconds = _preflight_cli(["run_scripts/qwen3_4b_arise.sh", "data.train_batch_size=3"], env)
-    assert proc.returncode == 1 and "train_batch_size (3)" in proc.stdout and "verdict: ERROR" in proc.stdout
-    assert seconds < 120
+    assert error.returncode == 1 and "train_batch_size (3)" in error.stdout and "verdict: ERROR" in error.stdout
+    assert error.seconds < 120
+    assert eight.returncode == 0, eight.stdout + eight.stderr
+    assert "memory per GPU (80.0 GiB" in eight.stdout and "verdict: OK" in eight.stdout
+    assert "4.02 B params" in eight.stdout
     # one 80 GB GPU: the estimate says ERROR and what to change; one H200 fits
-    proc, _ = _preflight_cli(["--gpu-mem-gib=80", "run_scripts/qwen3_4b_arise.sh"], {**env, "GPUS_PER_NODE": "1"})
-    assert proc.returncode == 1 and "exceed the GPU" in proc.stdout and "->" in proc.stdout
-    proc, _ = _preflight_cli(
-        [f"--gpu-mem-gib={H200_GIB}", "run_scripts/qwen3_4b_arise.sh"], {**env, "GPUS_PER_NODE": "1"}
-    )
-    assert proc.returncode == 0 and "verdict: WARNING" in proc.stdout and "exceed the GPU" not in proc.stdout
+    assert one_80.returncode == 1 and "exceed the GPU" in one_80.stdout and "->" in one_80.stdout
+    assert one_h200.returncode == 0 and "verdict: WARNING" in one_h200.stdout
+    assert "exceed the GPU" not in one_h200.stdout
 
 
-def test_preflight_touches_no_gpu_and_no_ray():
-    code = (
-        "import sys, io, contextlib\n"
-        "from recipe.arise.tools import preflight\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    preflight.run_preflight('recipe.arise.adapters.main_arise', ['actor_rollout_ref.rollout.name=vllm'])\n"
-        "import torch, ray\n"
-        "assert not torch.cuda.is_initialized()\n"
-        "assert not ray.is_initialized()\n"
-        "assert 'verl.trainer.constants_ppo' not in sys.modules  # queries the device capability on import\n"
-        "print('clean')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "clean" in proc.stdout, proc.stderr[-3000:]
+def test_preflight_touches_no_gpu_and_no_ray(preflight_cli):
+    """Neither the CLI runs nor run_preflight on ARISE's entry initialise CUDA or Ray, or import verl's
+    constants_ppo (it queries the device capability on import)."""
+    _, after = preflight_cli
+    assert after == {"cuda": False, "ray": False, "constants_ppo": False}
 
 
 def test_preflight_warns_when_train_manager_has_no_room_for_the_skill_line(composed):
