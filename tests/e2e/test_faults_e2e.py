@@ -49,6 +49,7 @@ ARISE_FAULTS_LOG=FILE appends one JSON line per module run (outcomes, timings) f
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -304,6 +305,9 @@ def faults(tmp_path_factory, tiny) -> dict:
     r: dict = {"out": out, "ckpt": ckpt}
     launches: list[Launch] = []
     started = time.monotonic()
+    # This worker adopts the launches' orphans and never reaps them, as PID 1 of some containers
+    # (CI's) does: A's killed launcher stays a zombie, and B must still sweep its files.
+    _child_subreaper(True)
     try:
         # ---- A: fresh + scoring timeouts; SIGKILL while global_step_4 is written
         a = Launch(out, tiny, "a", STEPS, (*PATHS, SCORING_TIMEOUT))
@@ -380,6 +384,18 @@ def faults(tmp_path_factory, tiny) -> dict:
     finally:
         for launch in launches:
             launch.cleanup()
+        _child_subreaper(False)
+        for pid in {pid for launch in launches for pid in launch.known}:  # the adopted zombies
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue  # not ours: never adopted, or already reaped
+
+
+def _child_subreaper(on: bool) -> None:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants become this process's children."""
+    if ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 # ----------------------------------------------------------------------------- 1. SIGKILL during a save

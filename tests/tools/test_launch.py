@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,22 @@ def test_the_tag_tells_a_reused_pid_apart():
     pid, start = tag.split(".")
     assert not run_files.tag_alive(f"{pid}.{int(start) + 1}")  # the same pid, another process
     assert run_files.tag_alive("not-a-tag")  # unknown names are kept
+
+
+def test_a_killed_launcher_left_a_zombie_counts_as_dead():
+    """A killed launcher whose parent does not reap it (PID 1 of some containers, CI's among them)
+    stays in /proc as a zombie with its start time: its files must still be swept."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tag = run_files.new_tag(child.pid)
+        assert run_files.tag_alive(tag)
+        child.kill()
+        for _ in range(200):  # not reaped: the child stays a zombie until wait()
+            if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        assert Path(f"/proc/{child.pid}").exists()  # still listed, as in the failing CI run
+        assert not run_files.tag_alive(tag)
+    finally:
+        child.kill()
+        child.wait()

@@ -37,12 +37,17 @@ _TAG = re.compile(r"^(\d+)\.(\d+)$")
 
 
 def _start_time(pid: int) -> str | None:
-    """The process's start time (clock ticks since boot: /proc/PID/stat field 22), None if gone."""
+    """The process's start time (clock ticks since boot: /proc/PID/stat field 22), None if gone
+    or dead: a killed launcher whose parent never reaps it (PID 1 of some containers) stays a
+    zombie, still listed in /proc with its start time, and its files would never be swept."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # the fields after the command name (which may hold spaces)
+    fields = stat.rsplit(")", 1)[1].split()  # the fields after the command name (which may hold spaces)
+    if fields[0] in ("Z", "X"):  # field 3, the state: zombie or dead
+        return None
+    return fields[19]
 
 
 def new_tag(pid: int | None = None) -> str:
