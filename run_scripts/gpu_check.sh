@@ -18,6 +18,8 @@
 #   overrides of launch GPU_CHECK_LAUNCH (1, the default, or 2).
 #   Folder: checkpoints/arise_<model>/gpu_check (one checkpoint kept); launch 1 starts from scratch
 #   (trainer.resume_mode=disable), launch 2 resumes launch 1's global_step_<STEPS/2> by path.
+#   GPU_CHECK_ONLY=1 runs launch 1 alone; GPU_CHECK_ONLY=2 then resumes it, with the verdict and the
+#   coverage (two jobs where a job's time limit is shorter than the whole check).
 #   The verdict again, later:  python -m recipe.arise.tools.verdict --scale gpu <metrics.jsonl>
 #   (exit 1: a FAIL, e.g. no ARISE activity; 2: the metrics could not be read)
 set -euo pipefail
@@ -30,6 +32,8 @@ IG_EVERY=${IG_EVERY:-2}
 [[ "$STEPS" =~ ^[0-9]+$ ]] && ((STEPS >= 4)) || { echo "[gpu_check] STEPS must be an integer >= 4, got $STEPS" >&2; exit 2; }
 [[ "$IG_EVERY" =~ ^[1-9][0-9]*$ ]] || { echo "[gpu_check] IG_EVERY must be an integer >= 1, got $IG_EVERY" >&2; exit 2; }
 HALF=$((STEPS / 2))
+ONLY=${GPU_CHECK_ONLY:-}
+case "$ONLY" in "" | 1 | 2) ;; *) echo "[gpu_check] GPU_CHECK_ONLY must be 1 or 2, got $ONLY" >&2; exit 2 ;; esac
 export PHASE1_STEPS=${PHASE1_STEPS:-1} # Phase II from step 2
 export KEEP_CKPTS=${KEEP_CKPTS:-1}
 # the folders the run writes (common.sh's defaults, unless CKPT_DIR / VERL_FILE_LOGGER_PATH are set)
@@ -61,8 +65,18 @@ fi
 
 started=$SECONDS
 rc=0
-launch 1 "$@" || rc=$?
-echo "[gpu_check] launch 1 (steps 1-$HALF) ended (exit $rc) after $((SECONDS - started)) s"
+if [ "$ONLY" != 2 ]; then
+  launch 1 "$@" || rc=$?
+  echo "[gpu_check] launch 1 (steps 1-$HALF) ended (exit $rc) after $((SECONDS - started)) s"
+  if [ "$ONLY" = 1 ]; then
+    [ "$rc" = 0 ] && echo "[gpu_check] next: GPU_CHECK_ONLY=2 with the same settings resumes global_step_$HALF"
+    exit "$rc"
+  fi
+elif [ ! -d "$CKPT_DIR/global_step_$HALF" ]; then
+  echo "[gpu_check] GPU_CHECK_ONLY=2 resumes $CKPT_DIR/global_step_$HALF, which is not there:" \
+    "run GPU_CHECK_ONLY=1 first, with the same settings (STEPS=$STEPS)" >&2
+  exit 2
+fi
 if [ "$rc" = 0 ]; then
   launch 2 "$@" || rc=$?
   echo "[gpu_check] launch 2 (resumed, steps $((HALF + 1))-$STEPS) ended (exit $rc) after $((SECONDS - started)) s"

@@ -11,6 +11,7 @@ provides. Also here: the preflight CLI and its memory estimator (a fake Qwen3-4B
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -289,6 +290,46 @@ def test_gpu_check_refuses_steps_it_cannot_split(env, message):
     run_env = _clean_env({"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", "PRINT_OVERRIDES": "1", **PY, **env})
     done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh")], env=run_env, capture_output=True, text=True)
     assert done.returncode == 2 and message in done.stderr
+
+
+def test_gpu_check_runs_its_two_launches_as_two_jobs(tmp_path):
+    """GPU_CHECK_ONLY=1 runs launch 1 and stops; GPU_CHECK_ONLY=2 refuses without launch 1's
+    checkpoint, else resumes it and ends with the verdict and the coverage (a lent GPU's calls,
+    or a cluster's jobs, are shorter than the whole check)."""
+    scripts = tmp_path / "run_scripts"
+    scripts.mkdir()
+    shutil.copy(SCRIPTS / "gpu_check.sh", scripts)
+    (scripts / "common.sh").write_text("VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}\n")
+    # the launches and the verdict write what they were asked to do
+    (scripts / "arise.sh").write_text(
+        'echo "launch $TOTAL_STEPS $*" >>"$CALLS"; mkdir -p "$CKPT_DIR/global_step_$TOTAL_STEPS"\n'
+        'echo "{}" >>"$CKPT_DIR/metrics.jsonl"\n'
+    )
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\necho "python $2" >>"$CALLS"\n')
+    python.chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    base = {"MODEL_PATH": "m", "STEPS": "4", "CKPT_DIR": str(tmp_path / "ckpt"), "CALLS": str(calls)}
+    run = lambda only: subprocess.run(  # noqa: E731
+        ["bash", str(scripts / "gpu_check.sh")],
+        env=_clean_env({**base, "PYTHON": str(python), "GPU_CHECK_ONLY": only}),
+        capture_output=True,
+        text=True,
+    )
+    second = run("2")
+    assert second.returncode == 2 and "run GPU_CHECK_ONLY=1 first" in second.stderr, second.stderr
+    first = run("1")
+    assert first.returncode == 0 and "next: GPU_CHECK_ONLY=2" in first.stdout, first.stderr
+    assert calls.read_text().splitlines() == ["launch 2 trainer.resume_mode=disable arise.ig.every_n_steps=2"]
+    second = run("2")
+    assert second.returncode == 0, second.stderr
+    assert calls.read_text().splitlines()[1:] == [
+        f"launch 4 trainer.resume_mode=resume_path trainer.resume_from_path={tmp_path}/ckpt/global_step_2"
+        " arise.ig.every_n_steps=2",
+        "python recipe.arise.tools.verdict",
+        "python recipe.arise.tools.gpu_check_coverage",
+    ]
+    assert run("3").returncode == 2
 
 
 def test_preset_overrides_come_after_the_script_and_before_the_command_line(tmp_path):

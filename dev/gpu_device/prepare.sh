@@ -38,6 +38,15 @@ if a=$(grep '^antlr4-python3-runtime==' "$W/carry.txt"); then python3 -m pip whe
 rm -rf "$W/site312"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/site312" --python-version 3.12 \
   --implementation cp --only-binary=:all: "${PLAT[@]}" "$W"/whl/*.whl
+# the project's entry points (its vLLM plugin names the weight-sync socket and the shared memory after
+# the launch); the device runs the working tree from PYTHONPATH, without a pip install
+d="$W/site312/arise_verl-0.1.0.dist-info" && mkdir -p "$d"
+printf 'Metadata-Version: 2.4\nName: arise-verl\nVersion: 0.1.0\n' >"$d/METADATA"
+"$PY" - "$ROOT/pyproject.toml" >"$d/entry_points.txt" <<'PYEOF'
+import sys, tomllib
+for group, points in tomllib.load(open(sys.argv[1], "rb"))["project"]["entry-points"].items():
+    print(f"[{group}]", *(f"{k} = {v}" for k, v in points.items()), "", sep="\n")
+PYEOF
 # not loaded by a dense model's launch: vLLM's MoE kernels (import guarded), its Rust frontend,
 # xgrammar's static library, Ray's Java jar, source maps
 (cd "$W/site312" && rm -f vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs xgrammar/lib/libxgrammar.a \
