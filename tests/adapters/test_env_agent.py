@@ -34,8 +34,13 @@ class FakeEnv:
 
     instances: list = []
 
-    def __init__(self, hang=False, crash=False):
-        self.hang, self.crash, self.actions, self.closed = hang, crash, [], False
+    live = 0  # environments not yet closed
+    peak = 0
+
+    def __init__(self, hang=False, crash=False, slow_s=0.0):
+        self.hang, self.crash, self.actions, self.closed, self.slow_s = hang, crash, [], False, slow_s
+        FakeEnv.live += 1
+        FakeEnv.peak = max(FakeEnv.peak, FakeEnv.live)
         self.release = threading.Event()
         FakeEnv.instances.append(self)
 
@@ -45,6 +50,7 @@ class FakeEnv:
 
     def step(self, action):
         self.actions.append(action)
+        time.sleep(self.slow_s)
         if self.hang:
             self.release.wait(30)
         if self.crash:
@@ -59,12 +65,14 @@ class FakeEnv:
         return "keys"
 
     def close(self):
+        if not self.closed:
+            FakeEnv.live -= 1
         self.closed = True
 
 
 @pytest.fixture(autouse=True)
 def fake_env(monkeypatch):
-    FakeEnv.instances = []
+    FakeEnv.instances, FakeEnv.live, FakeEnv.peak = [], 0, 0
     monkeypatch.setitem(ENVS, "fake", lambda **options: FakeEnv(**options))
     pool = EnvPool()
     monkeypatch.setattr(env_agent_module, "POOL", pool)  # each test starts its own environments
@@ -102,14 +110,14 @@ class Server:
 
 
 def trainer_config(
-    max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024, episode_s=20.0
+    max_turns=4, response_length=512, step_timeout_s=5.0, enable=False, prompt_length=1024, episode_s=20.0, live=16
 ):
     multi_turn = {"max_assistant_turns": max_turns, "max_user_turns": None}
     rollout = {"n": 2, "val_kwargs": {"n": 1}, "prompt_length": prompt_length, "response_length": response_length}
     rollout["multi_turn"] = multi_turn
     selection = {"epsilon": 0.0, "use_gate": False, "control_share": 0.0, "max_skill_tokens": 1000}
     arise = {"enable": enable, "phase1_steps": 0, "selection": selection}
-    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": episode_s}
+    arise["env"] = {"step_timeout_s": step_timeout_s, "episode_timeout_s": episode_s, "max_live": live}
     return OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "arise": arise})
 
 
@@ -327,3 +335,34 @@ def test_the_episode_carries_the_weights_versions_verls_trainer_logs(tokenizer):
     assert (fields["min_global_steps"], fields["max_global_steps"]) == (2, 3)
     _, output, _ = play(tokenizer, replies)  # the scripted server reports none: the step's own (3)
     assert (output.extra_fields["min_global_steps"], output.extra_fields["max_global_steps"]) == (3, 3)
+
+
+@pytest.mark.parametrize("live", [1, 2])
+def test_episodes_beyond_max_live_wait_for_a_slot_and_reuse_its_environment(tokenizer, live):
+    """Four episodes of one worker at once, at most ``arise.env.max_live`` environments (a JVM each)
+    alive; the others wait before their time limits start, and take the freed environment."""
+    params = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
+    config = trainer_config(step_timeout_s=5.0, live=live)
+
+    async def go():
+        async def one(i):
+            loop = build_loop(ARISEEnvAgentLoop, tokenizer, Server(tokenizer, ["Action: take key"]), config)
+            kwargs = {"raw_prompt": MESSAGES, "uid": f"q{i}", "session_id": i, "global_steps": 3}
+            return await loop.run(params, extra_info=extra_info(slow_s=0.3), **kwargs)
+
+        return await asyncio.gather(*(one(i) for i in range(4)))
+
+    episodes = [output.extra_fields["env"] for output in asyncio.run(go())]
+    assert all(e["won"] for e in episodes)
+    assert FakeEnv.peak == live and len(FakeEnv.instances) == live
+    waits = sorted(e["wait_s"] for e in episodes)
+    assert waits[:live] == pytest.approx([0.0] * live, abs=0.05) and min(waits[live:]) >= 0.25, waits
+    assert all(e["seconds"] < 2.0 for e in episodes)  # the wait is not the episode's own time
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4"])
+def test_max_live_must_be_a_whole_number_of_at_least_one(bad):
+    from recipe.arise.core.env_config import EnvConfig
+
+    with pytest.raises(ValueError, match="arise.env.max_live must be a whole number >= 1"):
+        EnvConfig(max_live=bad)

@@ -10,12 +10,13 @@ from omegaconf import OmegaConf
 from recipe.arise.adapters.trainer_metrics import console_line, env_step_metrics
 
 
-def episode(won, task_type="cooking", failed=None, turns=4, invalid=1, seconds=2.0):
+def episode(won, task_type="cooking", failed=None, turns=4, invalid=1, seconds=2.0, wait_s=0.0):
     return {
         "won": won,
         "turns": turns,
         "invalid_actions": invalid,
         "seconds": seconds,
+        "wait_s": wait_s,
         "task_type": task_type,
         "failed": failed,
         "stop": "done",
@@ -26,7 +27,7 @@ def episode(won, task_type="cooking", failed=None, turns=4, invalid=1, seconds=2
 EXTRAS = [
     {"env": episode(True), "arise_phase": 1},
     {"env": episode(False, failed="timeout: step took over 60.0 s", turns=2, invalid=3, seconds=60.0)},
-    {"env": episode(True, "coin", turns=6, invalid=2, seconds=1.0)},
+    {"env": episode(True, "coin", turns=6, invalid=2, seconds=1.0, wait_s=2.0)},
     {"env": episode(False, "coin", turns=8, invalid=0, seconds=1.0)},
 ]
 
@@ -38,6 +39,7 @@ def test_episode_metrics_success_turns_invalid_seconds_failed_and_per_task_type(
         "arise/env_turns": 5.0,
         "arise/env_invalid_actions": 1.5,
         "arise/env_s": 16.0,
+        "arise/env_wait_s": 0.5,
         "arise/env_failed": 1.0,
         "arise/env_success/coin": 0.5,
         "arise/env_success/cooking": 0.5,

@@ -115,13 +115,32 @@ async def call_env(fn, *args, timeout_s: float, what: str):
 
 
 def give_back(runner: EnvRunner, spec: EnvSpec, healthy: bool) -> None:
-    """The runner's environment back to the pool: kept for the next episode if ``healthy``, else
-    closed (which may wait on the environment: in a daemon thread of its own, off the event loop).
-    A runner that broke has closed its environment already."""
+    """The runner's environment back to the pool: kept for the next episode if ``healthy`` (at
+    once, so the episode that takes the freed slot finds it idle), else closed (which may wait on
+    the environment: in a daemon thread of its own, off the event loop). A runner that broke has
+    closed its environment already."""
     env, runner.env, runner.closed = runner.env, None, True
-    if env is not None:
-        args, kwargs = (env, spec.name, spec.options), {"healthy": healthy and not runner.broken}
+    if env is None:
+        return
+    if healthy and not runner.broken:
+        POOL.give_back(env, spec.name, spec.options)  # a list append under a lock
+    else:
+        args, kwargs = (env, spec.name, spec.options), {"healthy": False}
         threading.Thread(target=POOL.give_back, args=args, kwargs=kwargs, daemon=True).start()
+
+
+_SLOTS: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
+
+
+def env_slots(max_live: int) -> asyncio.Semaphore:
+    """The running event loop's slots for live environments (``arise.env.max_live``): verl runs a
+    worker's trajectories as tasks of one loop, each episode holding an environment (a JVM) while it
+    plays; without a bound a step's episodes would start that many at once."""
+    loop = asyncio.get_running_loop()
+    held = _SLOTS.get(id(loop))
+    if held is None or held[0] is not loop:
+        held = _SLOTS[id(loop)] = (loop, asyncio.Semaphore(max_live))
+    return held[1]
 
 
 @dataclasses.dataclass
@@ -132,7 +151,8 @@ class Episode:
     won: bool = False
     turns: int = 0  # the policy's replies
     invalid_actions: int = 0  # replies without an action line, and actions the environment refused
-    seconds: float = 0.0
+    seconds: float = 0.0  # from the slot on: the environment's start, its calls and the generation
+    wait_s: float = 0.0  # waiting for a slot (arise.env.max_live), before the episode's time limits start
     failed: str | None = None  # why the environment failed (timeout, crash); None: it did not
     stop: str = ""  # done | turns | length | time | failed
     lines: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (OBSERVATION | ACTION, text)
@@ -169,10 +189,15 @@ class ARISEEnvAgentLoop(AgentLoopBase):
 
     async def _episode(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         spec = env_spec(kwargs.get("extra_info"))
+        waited = time.monotonic()
+        async with env_slots(self.limits.max_live):
+            return await self._play(spec, time.monotonic() - waited, sampling_params, **kwargs)
+
+    async def _play(self, spec: EnvSpec, wait_s: float, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         messages = [dict(m) for m in kwargs["raw_prompt"]]
         started = time.monotonic()
         self.deadline = started + self.limits.episode_timeout_s
-        self.episode = Episode(task_type=spec.task_type)
+        self.episode = Episode(task_type=spec.task_type, wait_s=wait_s)
         self.metrics: dict[str, Any] = {}
         self.prompt_ids: list[int] = []
         self.mask: list[int] = []

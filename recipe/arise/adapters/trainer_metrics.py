@@ -100,6 +100,7 @@ def env_step_metrics(extras: Sequence[Any]) -> dict[str, float]:
         "arise/env_turns": float(np.mean([e["turns"] for e in episodes])),
         "arise/env_invalid_actions": float(np.mean([e["invalid_actions"] for e in episodes])),
         "arise/env_s": float(np.mean([e.get("seconds", 0.0) for e in episodes])),
+        "arise/env_wait_s": float(np.mean([e.get("wait_s", 0.0) for e in episodes])),
         "arise/env_failed": float(sum(e.get("failed") is not None for e in episodes)),
     }
     by_type: dict[str, list[bool]] = {}

@@ -31,6 +31,10 @@ class EnvConfig:
     episode_timeout_s: float = _key(
         900.0, "environment episodes: the wall-clock limit (s) of one episode, generation included; then it ends"
     )
+    max_live: int = _key(
+        16,
+        "environment episodes: environments (JVMs) at once per agent-loop worker; more episodes wait (arise/env_wait_s)",
+    )
     # Figure 4 opens "You are a skill distiller for math reasoning."; an episode's summary names its own domain
     summary_domain: str = _key(
         "text-based tasks in an interactive environment",
@@ -47,5 +51,7 @@ class EnvConfig:
         for name in ("step_timeout_s", "reset_timeout_s", "episode_timeout_s"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"arise.env.{name} must be a finite number > 0 (seconds), got {getattr(self, name)!r}")
+        if isinstance(self.max_live, bool) or not isinstance(self.max_live, int) or self.max_live < 1:
+            raise ValueError(f"arise.env.max_live must be a whole number >= 1, got {self.max_live!r}")
         if not self.summary_domain.strip():
             raise ValueError("arise.env.summary_domain must be a non-empty string")

@@ -134,6 +134,7 @@ METRICS: tuple[Metric, ...] = (
     _M("arise/env_turns", "mean replies per episode", ENV),
     _M("arise/env_invalid_actions", "mean invalid actions per episode", ENV),
     _M("arise/env_s", "mean seconds per episode", ENV),
+    _M("arise/env_wait_s", "mean seconds an episode waited for an environment slot (arise.env.max_live)", ENV),
     _M("arise/env_failed", "episodes whose environment failed", ENV),
     # ---- resume
     _M("arise/restored_observations", "observations not yet drained at the checkpoint, restored", RESUME),

@@ -30,6 +30,7 @@ RUN_KEYS = frozenset(
         "arise/env_turns",
         "arise/env_invalid_actions",
         "arise/env_s",
+        "arise/env_wait_s",
         "arise/env_failed",
     )
 )
