@@ -7,13 +7,11 @@ cache entry of their own."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from smoke_run import print_overrides, printed_overrides  # tests/helpers (tests/conftest.py)
 
 from recipe.arise.cpu import tiny
 from recipe.arise.cpu import tiny_env as te
@@ -149,23 +147,9 @@ def test_a_cache_entry_of_its_own(tmp_path, monkeypatch):
     assert cache_folder("recipe.arise.cpu.tiny_env") == target  # the preflight checks the same folder
 
 
-def _smoke(script="cpu_smoke_arise.sh", **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "ARISE_CACHE")}
-    return subprocess.run(
-        ["bash", str(REPO / "run_scripts" / script)],
-        cwd=REPO,
-        env={**clean, "PRINT_OVERRIDES": "1", "PYTHON": sys.executable, "TINY_DIR": "/tmp/t", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("arise,folder", [("true", "cpu_smoke_env_twx"), ("false", "cpu_smoke_env_twx_grpo")])
 def test_the_smoke_scripts_env_branch(arise, folder):
-    proc = _smoke(ENV="twx", ARISE=arise)
-    assert proc.returncode == 0, proc.stderr
-    args = dict(a.split("=", 1) for a in proc.stdout.split() if "=" in a)
+    args = printed_overrides(ENV="twx", ARISE=arise)
     assert args["actor_rollout_ref.rollout.agent.default_agent_loop"] == "arise_env_agent"
     assert args["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == str(game.TURNS)
     assert "actor_rollout_ref.rollout.multi_turn.enable" not in args  # no tools: verl's tool loop is not used
@@ -184,7 +168,7 @@ def test_the_smoke_scripts_env_branch(arise, folder):
     ],
 )
 def test_bad_env_choices_are_refused(script, env, message):
-    proc = _smoke(script, **env)
+    proc = print_overrides(script, **env)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 

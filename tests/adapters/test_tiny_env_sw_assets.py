@@ -5,13 +5,11 @@ loop renders them, every taught skill fits the schema, and the assets are a cach
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from smoke_run import print_overrides, printed_overrides  # tests/helpers (tests/conftest.py)
 
 from recipe.arise.cpu import tiny, tiny_env
 from recipe.arise.cpu import tiny_env_sw as sw
@@ -80,25 +78,12 @@ def test_a_cache_entry_of_its_own(tmp_path, monkeypatch):
     assert cache_folder("recipe.arise.cpu.tiny_env_sw") == target  # the preflight checks the same folder
 
 
-def _smoke(**env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "ARISE_CACHE")}
-    return subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "cpu_smoke_arise.sh")],
-        cwd=REPO,
-        env={**clean, "PRINT_OVERRIDES": "1", "PYTHON": sys.executable, "TINY_DIR": "/tmp/t", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_the_smoke_scripts_scienceworld_branch():
-    proc = _smoke(ENV="scienceworld")
-    assert proc.returncode == 0, proc.stderr
-    args = dict(a.split("=", 1) for a in proc.stdout.split() if "=" in a)
+    args = printed_overrides(ENV="scienceworld")
     assert args["actor_rollout_ref.rollout.agent.default_agent_loop"] == "arise_env_agent"
     assert args["actor_rollout_ref.rollout.multi_turn.max_assistant_turns"] == str(sw.TURNS)
     assert int(args["actor_rollout_ref.rollout.max_model_len"]) <= sw.world().max_positions
     assert args["trainer.default_local_dir"] == str(REPO / "outputs" / "cpu_smoke_env_scienceworld" / "checkpoints")
-    proc = _smoke(ENV="scienceworld", TINY_DIR="")  # no TINY_DIR: the assets' module is named for the preflight
+    # no TINY_DIR: the assets' module is named for the preflight
+    proc = print_overrides(ENV="scienceworld", TINY_DIR="")
     assert "/arise-tiny-assets-built-at-launch/recipe.arise.cpu.tiny_env_sw/model" in proc.stdout

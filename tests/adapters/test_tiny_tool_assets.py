@@ -4,13 +4,11 @@ every taught answer is what the tool printed, and the assets are a cache entry o
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from smoke_run import print_overrides, printed_overrides  # tests/helpers (tests/conftest.py)
 
 from recipe.arise.cpu import tiny
 from recipe.arise.cpu import tiny_tool as tt
@@ -92,25 +90,11 @@ def test_a_cache_entry_of_its_own(tmp_path, monkeypatch):
     assert tt.cached_assets(tmp_path) == target and len(built) == 1
 
 
-def _print_overrides(**env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "ARISE_CACHE")}
-    return subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "cpu_smoke_arise.sh")],
-        cwd=REPO,
-        env={**clean, "PRINT_OVERRIDES": "1", "PYTHON": sys.executable, "TINY_DIR": "/tmp/t", **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("arise,folder", [("true", "cpu_smoke_tool"), ("false", "cpu_smoke_tool_grpo")])
 def test_the_smoke_scripts_tool_branch(arise, folder):
-    proc = _print_overrides(TOOL="python", ARISE=arise)
-    assert proc.returncode == 0, proc.stderr
-    args = dict(a.split("=", 1) for a in proc.stdout.split() if "=" in a)
+    args = printed_overrides(TOOL="python", ARISE=arise)
     assert args["actor_rollout_ref.rollout.agent.default_agent_loop"] == "arise_tool_agent"
     assert args["actor_rollout_ref.rollout.multi_turn.tool_config_path"].endswith("python_tool.yaml")
     assert args["data.max_prompt_length"] == "288" and args["actor_rollout_ref.rollout.max_model_len"] == "1024"
     assert args["trainer.default_local_dir"] == str(REPO / "outputs" / folder / "checkpoints")
-    assert _print_overrides(TOOL="ruby").returncode == 2
+    assert print_overrides(TOOL="ruby").returncode == 2

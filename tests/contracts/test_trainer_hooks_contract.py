@@ -10,7 +10,7 @@ verl's v1 trainers:
 - every registered trainer mode composes the same component: ``ARISEHooks`` right before its verl
   base, and a base that lacks a hook is refused when the class is made.
 
-Read from the stack's verl source (AST), as tests/contracts/test_trainer_overrides_contract.py does.
+Read from the stack's verl source (AST: tests/helpers/verl_source.py), as test_trainer_overrides_contract.py is.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from verl_source import bases, find_method, module_tree, resolve  # tests/helpers (tests/conftest.py)
+from verl_source import class_node as _class
+from verl_source import methods as _methods
 
 from recipe.arise.adapters.trainer_hooks import HOOKS, TrainerHost, check_composition
 
@@ -36,44 +39,15 @@ def _load(path: Path, name: str):
 
 overrides = _load(HERE / "test_trainer_overrides_contract.py", "arise_overrides_contract")
 interfaces = _load(HERE.parent / "adapters" / "test_trainer_interfaces.py", "arise_trainer_interfaces")
-BASES, find_method, _class, _methods = overrides.BASES, overrides.find_method, overrides._class, overrides._methods
+BASES = overrides.BASES
 NAMES = [h.name for h in HOOKS]
 
 
-def _resolve(parent: Path, module: str, cls: str, method: str):
-    """(module, class, node) of ``method`` as ``module.cls`` resolves it (bases in MRO order)."""
-    tree = ast.parse((parent / (module.replace(".", "/") + ".py")).read_text())
-    node = _class(tree, cls)
-    if node is None:
-        return None
-    if method in _methods(node):
-        return module, cls, _methods(node)[method]
-    for _, base_module, base in _bases(tree, module, node):
-        found = _resolve(parent, base_module, base, method)
-        if found is not None:
-            return found
-    return None
-
-
-def _bases(tree, module, node):
-    imported = {
-        alias.asname or alias.name: stmt.module
-        for stmt in tree.body
-        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("verl.")
-        for alias in stmt.names
-    }
-    for base in node.bases:
-        name = ast.unparse(base)
-        if _class(tree, name) is not None:
-            yield name, module, name
-        elif name in imported:
-            yield name, imported[name], name
-
-
 def _super_resolve(parent: Path, module: str, cls: str, method: str):
-    tree = ast.parse((parent / (module.replace(".", "/") + ".py")).read_text())
-    for _, base_module, base in _bases(tree, module, _class(tree, cls)):
-        found = _resolve(parent, base_module, base, method)
+    """``super().method`` in ``module.cls``: (module, class, node) as its bases resolve it."""
+    tree = module_tree(parent, module)
+    for base_module, base in bases(tree, module, _class(tree, cls)):
+        found = resolve(parent, base_module, base, method)
         if found is not None:
             return found
     return None
@@ -110,14 +84,14 @@ def hook_order(parent: Path, module: str, cls: str, depth: int = 4) -> list[str]
             if name in NAMES:
                 trace.append(name)
             target = (
-                _resolve(parent, module, cls, name)
+                resolve(parent, module, cls, name)
                 if kind == "self"
                 else _super_resolve(parent, found[0], found[1], name)
             )
             follow(target, level + 1, stack | {here})
 
     for entry in ("__init__", "init", "fit"):  # verl's TaskRunner: cls(config), init(), fit(manager)
-        follow(_resolve(parent, module, cls, entry), 1, frozenset())
+        follow(resolve(parent, module, cls, entry), 1, frozenset())
     return list(dict.fromkeys(trace))
 
 

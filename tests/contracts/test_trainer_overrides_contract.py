@@ -30,6 +30,9 @@ import inspect
 from pathlib import Path
 
 import pytest
+from verl_source import class_node as _class  # tests/helpers (tests/conftest.py)
+from verl_source import find_method
+from verl_source import methods as _methods
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = REPO / "recipe" / "arise" / "adapters" / "trainer.py"
@@ -57,40 +60,6 @@ REQUIRED = {
     "_reissue_inflight_prompts",
 }
 MIXINS = {"GateMixin": "trainer_gate.py", "UploadMixin": "trainer_upload.py"}
-
-
-def _class(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-
-
-def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-
-def find_method(verl_parent: Path, module: str, cls: str, method: str) -> ast.FunctionDef | None:
-    """``method`` as the class ``module.cls`` resolves it, read from source (bases in MRO order)."""
-    tree = ast.parse((verl_parent / (module.replace(".", "/") + ".py")).read_text())
-    node = _class(tree, cls)
-    assert node is not None, f"{module} no longer defines {cls}"
-    if method in _methods(node):
-        return _methods(node)[method]
-    imported = {
-        alias.asname or alias.name: stmt.module
-        for stmt in tree.body
-        if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("verl.")
-        for alias in stmt.names
-    }
-    for base in node.bases:
-        name = ast.unparse(base)
-        if _class(tree, name) is not None:
-            found = find_method(verl_parent, module, name, method)
-        elif name in imported:
-            found = find_method(verl_parent, imported[name], name, method)
-        else:
-            continue  # ABC, object, Generic[...]
-        if found is not None:
-            return found
-    return None
 
 
 _HAS_DEFAULT = object()

@@ -1,6 +1,7 @@
 """What every async-mode CPU smoke run must show (tests/e2e/test_cpu_async_e2e.py,
-test_cpu_async_resume_e2e.py, test_cpu_separate_e2e.py, test_cpu_separate_single_turn_e2e.py;
-importable as ``async_checks``: tests/conftest.py puts this folder on ``sys.path``)."""
+test_cpu_async_resume_e2e.py, test_cpu_separate_e2e.py, test_cpu_separate_single_turn_e2e.py), and
+a separate_async run besides; importable as ``async_checks``: tests/conftest.py puts this folder on
+``sys.path``."""
 
 from __future__ import annotations
 
@@ -40,6 +41,17 @@ def check_tool_calls(metrics: dict[int, dict[str, float]]) -> None:
     calls = {s: metrics[s]["arise/tool_calls"] for s in metrics}
     assert all(c > 0.0 for c in calls.values()), calls
     assert all(metrics[s]["arise/tool_error_rate"] < 0.5 for s in metrics)
+
+
+def check_standalone_rollout(run, metrics: dict[int, dict[str, float]]) -> None:
+    """separate_async: the run had two fake "GPU" slots, the trainer's and the standalone rollout
+    server's, and sent the weights over Ray's object store (recipe/arise/cpu/cpu_checkpoint_engine.py):
+    each step's sync reached the server, which stamps every trajectory with the weights' step, so no
+    trained trajectory is more than one step stale."""
+    log = (run / "run.log").read_text(errors="replace")
+    assert "rollout served by 1 standalone replicas only" in log  # hybrid_engine=False: one vLLM engine
+    assert all(metrics[s]["timing_s/update_weights"] > 0 for s in metrics)  # the standalone sync, every step
+    assert max(metrics[s]["training/off_policy/trajectory_staleness/max"] for s in metrics) <= 1
 
 
 def _resume_state_kept(run, metrics) -> None:

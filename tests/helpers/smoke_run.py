@@ -1,5 +1,6 @@
 """What the e2e modules read of a CPU smoke run's folder (importable as ``smoke_run``; see
-tests/conftest.py): its metrics, its composed config, and why it is not a complete run."""
+tests/conftest.py): its metrics, its composed config, and why it is not a complete run; how they start
+one; and the overrides a smoke script prints without starting anything."""
 
 from __future__ import annotations
 
@@ -51,6 +52,28 @@ def reuse_or_run(variable: str, incomplete_why, run_here, tmp_folder: Path) -> P
     run_here(tmp_folder)
     assert incomplete_why(tmp_folder) is None, incomplete_why(tmp_folder)
     return tmp_folder
+
+
+def print_overrides(script: str = "cpu_smoke_arise.sh", **env: str) -> subprocess.CompletedProcess:
+    """``run_scripts/<script>`` with ``PRINT_OVERRIDES=1`` (it prints its entry and overrides and starts
+    nothing), this interpreter as ``PYTHON``, ``TINY_DIR=/tmp/t`` and ``env`` on top of a minimal
+    environment (``PATH``, ``HOME``, ``LANG``, ``ARISE_CACHE``)."""
+    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "ARISE_CACHE")}
+    return subprocess.run(
+        ["bash", str(REPO / "run_scripts" / script)],
+        cwd=REPO,
+        env={**clean, "PRINT_OVERRIDES": "1", "PYTHON": sys.executable, "TINY_DIR": "/tmp/t", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def printed_overrides(script: str = "cpu_smoke_arise.sh", **env: str) -> dict[str, str]:
+    """The ``key=value`` overrides :func:`print_overrides` prints, the script having exited 0."""
+    proc = print_overrides(script, **env)
+    assert proc.returncode == 0, proc.stderr
+    return dict(a.split("=", 1) for a in proc.stdout.split() if "=" in a)
 
 
 def launch(out_dir: Path, *overrides: str, timeout: float = 1800, **env) -> subprocess.CompletedProcess:

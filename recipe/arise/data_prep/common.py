@@ -1,5 +1,6 @@
 """Shared helpers for the ARISE data-preparation scripts: the command line, the write of the output
-parquet, and the AIME / AMC competition sets.
+parquet, what every converter reads of a record (its problem and answer columns, the ``extra_info``
+of its provenance), and the AIME / AMC competition sets.
 
 The scripts import every shared name from here; they are defined in
 
@@ -114,7 +115,9 @@ __all__ = [
     "parse_aops_url",
     "parse_args",
     "prepare_competition",
+    "record_extra",
     "record_year_info",
+    "require_columns",
     "run_main",
     "write_parquet_atomic",
 ]
@@ -207,6 +210,37 @@ def run_main(fn: Callable[[list[str] | None], Any], argv=None) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------
+# Reading a record: shared by every converter
+# --------------------------------------------------------------------------------------
+
+# the names a problem / an answer column may have, in the order they are looked for
+PROBLEM_COLS = ("problem", "question", "Problem", "Question")
+ANSWER_COLS = ("answer", "Answer", "final_answer", "expected_answer")
+
+
+def require_columns(
+    records: Sequence[Record],
+    what: str,
+    problem_cols: Sequence[str] = PROBLEM_COLS,
+    answer_cols: Sequence[str] = ANSWER_COLS,
+) -> None:
+    """Refuse (DataPrepError naming the file) input in which a file has no problem or no answer column."""
+    resolve_column(records, problem_cols, what)
+    resolve_column(records, answer_cols, what)
+
+
+def record_extra(rec: Record, raw: str) -> dict:
+    """The ``extra_info`` every converter fills from a record: its raw answer, where it was read
+    (file, row) and its difficulty (None where it has none)."""
+    return dict(
+        raw_answer=raw,
+        source_file=source_name(rec.file),
+        source_row=rec.row,
+        difficulty=clean_float(get_field(rec, ("difficulty",))),
+    )
+
+
 def iter_valid(
     records: Iterable[Record],
     args,
@@ -248,9 +282,6 @@ def parse_aops_url(url: Any) -> dict:
 # Competition sets (AIME / AMC): shared by aime24.py, aime25.py, amc23.py
 # --------------------------------------------------------------------------------------
 
-PROBLEM_COLS = ("problem", "question", "Problem", "Question")
-ANSWER_COLS = ("answer", "Answer", "final_answer", "expected_answer")
-
 
 def record_year_info(rec: Record) -> dict:
     info = parse_aops_url(get_field(rec, ("url", "link")))
@@ -278,8 +309,7 @@ def prepare_competition(
 ) -> Path:
     """Build an AIME/AMC eval parquet: rows whose known year != `year` are filtered out (reported)."""
     records = load_input(args)
-    resolve_column(records, PROBLEM_COLS, data_source)
-    resolve_column(records, ANSWER_COLS, data_source)
+    require_columns(records, data_source)
     rows, other_year = [], 0
     for rec, problem, gt, raw in iter_valid(
         records, args, PROBLEM_COLS, ANSWER_COLS, strip_leading_zeros=strip_leading_zeros
@@ -298,15 +328,7 @@ def prepare_competition(
                 gt,
                 split="test",
                 index=len(rows),
-                extra=dict(
-                    info,
-                    raw_answer=raw,
-                    source_file=source_name(rec.file),
-                    source_row=rec.row,
-                    url=get_field(rec, ("url", "link")),
-                    difficulty=clean_float(get_field(rec, ("difficulty",))),
-                    source=data_source,
-                ),
+                extra=dict(info, **record_extra(rec, raw), url=get_field(rec, ("url", "link")), source=data_source),
             )
         )
     if other_year:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from recipe.arise.data_prep.common import (
     DataPrepError,
-    clean_float,
     clean_int,
     dedupe_rows,
     finish,
@@ -33,10 +32,10 @@ from recipe.arise.data_prep.common import (
     make_row,
     parse_args,
     read_records,
+    record_extra,
     record_year_info,
-    resolve_column,
+    require_columns,
     run_main,
-    source_name,
 )
 
 DATA_SOURCE = "deepscaler"
@@ -65,13 +64,7 @@ def _rows_from(records, args, component: str | None) -> list[dict]:
     for rec, problem, gt, raw in iter_valid(
         records, args, PROBLEM_COLS, ANSWER_COLS, strip_leading_zeros=(component == "aime")
     ):
-        extra = dict(
-            raw_answer=raw,
-            source_file=source_name(rec.file),
-            source_row=rec.row,
-            source=component or DATA_SOURCE,
-            difficulty=clean_float(get_field(rec, ("difficulty",))),
-        )
+        extra = dict(record_extra(rec, raw), source=component or DATA_SOURCE)
         if component == "aime":
             extra.update(record_year_info(rec))
         subj = get_field(rec, ("type", "subject"))
@@ -118,8 +111,7 @@ def main(argv=None):
         rows, counts = [], {}
         for c, f in files.items():
             recs = read_records(f, args._bad)
-            resolve_column(recs, PROBLEM_COLS, f"deepscaler component {c}")
-            resolve_column(recs, ANSWER_COLS, f"deepscaler component {c}")
+            require_columns(recs, f"deepscaler component {c}", PROBLEM_COLS, ANSWER_COLS)
             counts[c] = len(recs)
             rows.extend(_rows_from(recs, args, c))
         missing = [c for c in COMPONENTS if c not in files]
@@ -141,8 +133,7 @@ def main(argv=None):
         loud_warning(msg)
     else:
         records = load_input(args)
-        resolve_column(records, PROBLEM_COLS, DATA_SOURCE)
-        resolve_column(records, ANSWER_COLS, DATA_SOURCE)
+        require_columns(records, DATA_SOURCE, PROBLEM_COLS, ANSWER_COLS)
         rows = _rows_from(records, args, None)
         if len(records) != FULL_SIZE:
             loud_warning(f"DeepScaleR input has {len(records)} records, expected {FULL_SIZE} (full DeepScaleR-Preview)")

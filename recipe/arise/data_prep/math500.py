@@ -12,7 +12,6 @@ import sys
 from recipe.arise.data_prep.common import (
     ANSWER_COLS,
     PROBLEM_COLS,
-    clean_float,
     clean_int,
     finish,
     get_field,
@@ -22,9 +21,9 @@ from recipe.arise.data_prep.common import (
     make_parser,
     make_row,
     parse_args,
-    resolve_column,
+    record_extra,
+    require_columns,
     run_main,
-    source_name,
 )
 
 DATA_SOURCE = "math500"
@@ -45,8 +44,7 @@ def main(argv=None):
     )
     args = parse_args(parser, argv)
     records = load_input(args)
-    resolve_column(records, PROBLEM_COLS, DATA_SOURCE)
-    resolve_column(records, ANSWER_COLS, DATA_SOURCE)
+    require_columns(records, DATA_SOURCE)
     rows = []
     for rec, problem, gt, raw in iter_valid(records, args, PROBLEM_COLS, ANSWER_COLS):
         subject = get_field(rec, ("subject", "type"))
@@ -58,13 +56,10 @@ def main(argv=None):
                 split="test",
                 index=len(rows),
                 extra=dict(
-                    raw_answer=raw,
-                    source_file=source_name(rec.file),
-                    source_row=rec.row,
+                    record_extra(rec, raw),
                     source=DATA_SOURCE,
                     subject=subject if isinstance(subject, str) else None,
                     level=_level(get_field(rec, ("level",))),
-                    difficulty=clean_float(get_field(rec, ("difficulty",))),
                     unique_id=get_field(rec, ("unique_id",)),
                 ),
             )

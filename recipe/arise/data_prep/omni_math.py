@@ -24,7 +24,6 @@ from collections import Counter
 from pathlib import Path
 
 from recipe.arise.data_prep.common import (
-    clean_float,
     finish,
     for_tool,
     get_field,
@@ -34,9 +33,10 @@ from recipe.arise.data_prep.common import (
     make_parser,
     make_row,
     parse_args,
+    record_extra,
+    require_columns,
     resolve_column,
     run_main,
-    source_name,
     write_parquet_atomic,
 )
 
@@ -105,8 +105,7 @@ def main(argv=None):
     parser.add_argument("--no-domain-files", action="store_true", help="only write omni_math.parquet")
     args = parse_args(parser, argv)
     records = load_input(args)
-    resolve_column(records, PROBLEM_COLS, DATA_SOURCE)
-    resolve_column(records, ANSWER_COLS, DATA_SOURCE)
+    require_columns(records, DATA_SOURCE, PROBLEM_COLS, ANSWER_COLS)
     resolve_column(records, ("domain",), DATA_SOURCE)
 
     n_in = len(records)
@@ -132,13 +131,10 @@ def main(argv=None):
                 split="test",
                 index=len(rows),
                 extra=dict(
-                    raw_answer=raw,
-                    source_file=source_name(rec.file),
-                    source_row=rec.row,
+                    record_extra(rec, raw),
                     source=src if isinstance(src, str) else None,
                     domain=map_omni_domain(paths),
                     domain_paths=paths,
-                    difficulty=clean_float(get_field(rec, ("difficulty",))),
                 ),
             )
         )
