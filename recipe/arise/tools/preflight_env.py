@@ -9,6 +9,7 @@ and every game the data names in it.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -119,7 +120,12 @@ def check_envs(cfg, check_paths: bool = True) -> list[Finding]:
 
 
 def main(argv=None) -> int:
-    names = list(sys.argv[1:] if argv is None else argv) or list(EXTRA)
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.arise.tools.preflight_env",
+        description="Check that the named environments can start here (package, Java, ALFWorld's data folder).",
+    )
+    parser.add_argument("names", nargs="*", help=f"environments (default: the envs extra's, {' '.join(EXTRA)})")
+    names = parser.parse_args(argv).names or list(EXTRA)
     findings = check_names(names)
     for finding in findings:
         print(finding.line())
