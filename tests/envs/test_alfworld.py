@@ -114,3 +114,26 @@ def test_a_missing_game_folder_is_named(played):
     _, _, env = played
     with pytest.raises(FileNotFoundError, match="alfworld-download"):
         env.reset({"path": "train/pick_and_place_simple-Apple-None-Shelf-9/trial_9"})
+
+
+@needs_alfworld
+def test_two_environments_play_at_once_in_threads(played):
+    """The agent loop plays several episodes of a worker at once, each environment stepped from its own
+    thread: each object loads its own copy of the planner's library (fast_downward.load_lib), so games
+    in threads do not mix (ScienceWorld's did in one JVM)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data, games, _ = played
+
+    def play(task_type: str) -> list[bool]:
+        env = make_env("alfworld", data_dir=str(data), step_limit=20)
+        try:
+            env.reset(_game(games[task_type]))
+            return [env.step(a.format(obj="apple", recep="shelf")).won for a in gen.GOLD[task_type]]
+        finally:
+            env.close()
+
+    types = ["pick_two_obj_and_place", "pick_heat_then_place_in_recep", "look_at_obj_in_light"]
+    with ThreadPoolExecutor(len(types)) as pool:
+        results = list(pool.map(play, types))
+    assert all(won[-1] and not any(won[:-1]) for won in results), results

@@ -7,12 +7,20 @@ One game is ``{"path": "<split>/<task folder>/<trial folder>"}`` under ``$ALFWOR
 one game at a time, no process of its own (the engine runs in this process's threads: a hung step is
 abandoned by the runner's time limit, not killed).
 
+TextWorld parses the game's grammar and PDDL, and every observation it derives, with module-level
+tatsu parsers that are not thread-safe (two environments loading or stepping at once in threads
+raised IndexError inside tatsu), so every engine call of every object in the process holds one lock:
+the calls take ~20-60 ms a step and ~0.3-0.7 s a load, and the agent loop's episodes of a worker
+take turns on them.
+
 The task is the game's "Your task is to: ..." line, the first observation the room without it; the
 engine lists every admissible action (its "help" is dropped, as the peers do) and answers any other
 text "Nothing happens.": such an action is invalid. Won by the engine's goal check.
 """
 
 from __future__ import annotations
+
+import threading
 
 from recipe.arise.envs.alfworld_data import FETCH, JSON_DIR, SPLITS, data_root, excluded, task_type_of
 from recipe.arise.envs.base import Step
@@ -23,6 +31,7 @@ INSTALL = "pip install alfworld==0.4.2 (its planner, fast-downward-textworld, co
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 TASK_PREFIX = "Your task is to:"
 DROPPED = ("help",)  # listed by the engine, no use to a policy
+ENGINE_LOCK = threading.Lock()  # TextWorld's shared parsers (module docstring)
 
 
 def check_game(game: dict) -> str:
@@ -75,13 +84,14 @@ class AlfWorldEnv:
         file = self.root / JSON_DIR / check_game(game) / "game.tw-pddl"
         if not file.is_file():
             raise FileNotFoundError(f"alfworld game {game!r}: no {file} ({FETCH})")
-        if self._engine is None:
-            infos = self._textworld.EnvInfos(won=True, admissible_commands=True)
-            self._engine = self._textworld.start(str(file), request_infos=infos, wrappers=[self._demangler()])
-        else:
-            self._engine.load(str(file))
+        with ENGINE_LOCK:
+            if self._engine is None:
+                infos = self._textworld.EnvInfos(won=True, admissible_commands=True)
+                self._engine = self._textworld.start(str(file), request_infos=infos, wrappers=[self._demangler()])
+            else:
+                self._engine.load(str(file))
+            state = self._engine.reset()
         self._moves = 0
-        state = self._engine.reset()
         task, observation = split_intro(state.feedback)
         return task, self._observe(state, observation)
 
@@ -90,7 +100,8 @@ class AlfWorldEnv:
             raise RuntimeError("alfworld step before reset")
         self._moves += 1
         invalid = action.strip() not in self._commands  # the engine's own rule: an exact command
-        state, _, _ = self._engine.step(action)
+        with ENGINE_LOCK:
+            state, _, _ = self._engine.step(action)
         step = self._observe(state, state.feedback)
         step.invalid = invalid
         return step
@@ -112,5 +123,5 @@ class AlfWorldEnv:
 
     def close(self) -> None:
         if self._engine is not None:
-            self._engine.close()
+            self._engine.close()  # TextWorld's is a no-op: not behind the lock, which a hung step may hold
             self._engine = None
