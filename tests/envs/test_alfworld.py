@@ -137,3 +137,25 @@ def test_two_environments_play_at_once_in_threads(played):
     with ThreadPoolExecutor(len(types)) as pool:
         results = list(pool.map(play, types))
     assert all(won[-1] and not any(won[:-1]) for won in results), results
+
+
+@needs_alfworld
+def test_episodes_through_the_agent_loop_s_pool(played, monkeypatch):
+    """As arise_env_agent plays a row: the pool builds the environment from the row's options (the data
+    folder from ALFWORLD_DATA, as the run scripts export it), behind the runner's time limits, and keeps
+    it for the next episode."""
+    from recipe.arise.envs.runner import EnvPool
+
+    data, games, _ = played
+    monkeypatch.setenv("ALFWORLD_DATA", str(data))
+    pool, options = EnvPool(), {"step_limit": 50}
+    try:
+        for task_type in ("pick_cool_then_place_in_recep", "pick_clean_then_place_in_recep"):
+            with pool.episode("alfworld", options, step_timeout_s=30, reset_timeout_s=60) as runner:
+                task, _ = runner.reset(_game(games[task_type]))
+                assert task.startswith("Your task is to: put a ") and runner.task_type(_game(games[task_type]))
+                won = [runner.step(a.format(obj="apple", recep="shelf")).won for a in gen.GOLD[task_type]]
+                assert won[-1] and not any(won[:-1]), (task_type, won)
+        assert pool.idle() == 1  # one object played both episodes
+    finally:
+        pool.close_all()
