@@ -8,8 +8,9 @@ one game at a time, no process of its own (the engine runs in this process's thr
 abandoned by the runner's time limit, not killed).
 
 TextWorld parses the game's grammar and PDDL, and every observation it derives, with module-level
-tatsu parsers that are not thread-safe (two environments loading or stepping at once in threads
-raised IndexError inside tatsu), so every engine call of every object in the process holds one lock:
+tatsu parsers that are not thread-safe (two environments loading at once in threads raised
+IndexError inside tatsu; a step derives its text through them too), so every engine call of every
+object in the process holds one lock:
 the calls take ~20-60 ms a step and ~0.3-0.7 s a load, and the agent loop's episodes of a worker
 take turns on them.
 
