@@ -5,7 +5,7 @@
 # CPU=1 layers run_scripts/cpu_env.sh on top (what run_scripts/cpu_smoke_arise.sh does).
 # PRESET=<name> adds run_scripts/presets/<name>.sh's overrides (before the command line's).
 # TOOL=python: the tool-using agent with the sandboxed Python tool (common.sh; docs/agent_loops.md).
-# ENV=twx|scienceworld: the env agent in that text environment (common.sh; docs/environments.md).
+# ENV=twx|scienceworld|alfworld: the env agent in that text environment (common.sh; docs/environments.md).
 # Checkpoints: checkpoints/arise_<model>/arise[_tool|_env_<ENV>][_<ablation>][_<preset>] (EXPERIMENT, CKPT_DIR).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

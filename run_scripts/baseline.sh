@@ -4,8 +4,9 @@
 # is verl's own config keys on top (docs/gpu.md: baselines).
 # usage: METHOD=grpo|drgrpo|dapo|gspo MODEL_PATH=... run_scripts/baseline.sh [hydra overrides]
 # TOOL=python: the same baseline with the Python tool (the tool agent, ARISE off; common.sh)
-# ENV=twx|scienceworld: the same baseline in that text environment (the env agent, ARISE off; common.sh),
-# e.g. the GRPO-in-env baseline: ENV=twx METHOD=grpo MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 baseline.sh
+# ENV=twx|scienceworld|alfworld: the same baseline in that text environment (the env agent, ARISE
+# off; common.sh), e.g. the GRPO-in-env baseline:
+# ENV=twx METHOD=grpo MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 baseline.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${MODEL_PATH:?set MODEL_PATH}"

@@ -67,10 +67,10 @@ esac
 # layer) on that environment's games in DATA_DIR (default ~/data/arise/env/<name>, where
 # docs/environments.md's `python -m recipe.arise.data_prep.env --env <name> --out ...` writes them:
 # train.parquet, test.parquet)
-ENV=${ENV:-}                                # twx | scienceworld: the env agent on that environment; unset: math
+ENV=${ENV:-}                                # twx | scienceworld | alfworld: the env agent there; unset: math
 case "$ENV" in
-  "" | twx | scienceworld) ;;
-  *) echo "unknown ENV=$ENV (twx, scienceworld, or unset for the math task)" >&2; exit 2 ;;
+  "" | twx | scienceworld | alfworld) ;;
+  *) echo "unknown ENV=$ENV (twx, scienceworld, alfworld, or unset for the math task)" >&2; exit 2 ;;
 esac
 if [ -n "$ENV" ] && [ -n "$TOOL" ]; then
   echo "ENV=$ENV and TOOL=$TOOL together: a run has one agent (the env agent or the tool agent); unset one" >&2
@@ -84,11 +84,15 @@ if [ -n "$ENV" ]; then
   # WebShop; docs/environments.md: GPU runs): 16 games x G=8 episodes a step (every episode holds an
   # environment: 128 JVMs, not the 512 of batch 64), 200 steps, Phase I the first quarter (as the
   # paper's 500 of 2,000). Turn budget: WebShop's 15 for TWX's short games, ALFWorld's 50 for
-  # ScienceWorld's long ones; every reply and observation shares the one response, ~450 tokens a turn.
+  # ALFWorld and ScienceWorld's long ones; every reply and observation shares the one response, ~450
+  # tokens a turn.
   case "$ENV" in
     twx) : "${MAX_RESPONSE:=8192}" ;;
-    scienceworld) : "${ENV_TURNS:=50}" "${MAX_RESPONSE:=24576}" "${MICRO_BATCH:=1}" ;;
+    scienceworld | alfworld) : "${ENV_TURNS:=50}" "${MAX_RESPONSE:=24576}" "${MICRO_BATCH:=1}" ;;
   esac
+  # ALFWorld's games are read from the user's data folder in every worker (Ray's inherit this process's
+  # environment): alfworld-download's default where unset
+  if [ "$ENV" = alfworld ]; then export ALFWORLD_DATA=${ALFWORLD_DATA:-$HOME/.cache/alfworld}; fi
   # the task, the first observation and up to 40 admissible actions
   : "${MAX_PROMPT:=2048}" "${TRAIN_BATCH:=16}" "${TOTAL_STEPS:=200}"
   : "${PHASE1_STEPS:=50}"  # ENV runs' arise.phase1_steps (arise.sh: 500 otherwise, the paper's)

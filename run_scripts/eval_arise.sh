@@ -11,8 +11,8 @@
 #   PRINT_OVERRIDES=1 prints the final entry and overrides; SKIP_PREFLIGHT=1 skips the preflight.
 #   CPU=1 layers run_scripts/cpu_env.sh on top (tests use it with the tiny model); PRESET=<name> as in
 #   training; VAL_BATCH questions per validation batch (data.val_batch_size, common.sh).
-#   ENV=twx|scienceworld: the env agent on that environment's test games (DATA_DIR/test.parquet of
-#   `python -m recipe.arise.data_prep.env`; K=4 episodes per game by default): success per task type,
+#   ENV=twx|scienceworld|alfworld: the env agent on that environment's test games (DATA_DIR/test.parquet
+#   of `python -m recipe.arise.data_prep.env`; K=4 episodes per game by default): success per task type,
 #   Table-1-like (docs/environments.md: evaluation).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

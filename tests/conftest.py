@@ -7,7 +7,8 @@ Data: tests that read raw dataset files run on the few hand-written rows in ``te
 (same layout and record formats as the local raw copies).  The same tests also run on the full
 local copies in ``../shared/data/raw`` (or ``$ARISE_SHARED_DIR/data/raw``) where those exist: that
 variant carries the ``shared_data`` marker and is deselected -- not skipped -- when the folder is
-absent, with a line in the summary saying so.  So a fresh clone runs the fast tier with no skips.
+absent, with a line in the summary saying so.  So a fresh clone runs the fast tier with no skips but
+ALFWorld's play (tests/envs/test_alfworld.py), which needs the ``alfworld`` package.
 
 Tiers (docs/testing.md): README command 1 (``pytest -q tests``) runs every test; the fast tier
 (``-m "not e2e"``) is the development loop; the ``launch`` tests, which start trainer or engine

@@ -52,6 +52,7 @@ DOCS = (
 
 E2E_EVAL = "e2e: tests/e2e/test_cpu_e2e.py::test_eval_on_validation_machinery"
 E2E_ENV_PREP = "e2e: tests/data_prep/test_env_data_prep.py::test_the_documented_commands_as_written"
+E2E_ALFWORLD = "e2e: tests/data_prep/test_alfworld_data_prep.py::test_the_documented_commands_as_written"
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
@@ -120,6 +121,17 @@ HOW = {
     "python -m recipe.arise.data_prep.env --env scienceworld --out ~/data/arise/env/scienceworld --train 10 --test 5": (
         E2E_ENV_PREP
     ),
+    # docs/environments.md: ALFWorld (the package and its data from github.com; data prep and the preflight
+    # run as written on a data folder in ALFWorld's format)
+    "pip install alfworld==0.4.2 && alfworld-download": "elsewhere: alfworld-download needs github.com; "
+    "tests/envs/test_alfworld.py plays games written in ALFWorld's format where alfworld imports",
+    "python -m recipe.arise.data_prep.env --env alfworld --out ~/data/arise/env/alfworld": E2E_ALFWORLD,
+    "python -m recipe.arise.tools.preflight_env alfworld": E2E_ALFWORLD,
+    "ENV=alfworld bash run_scripts/qwen3_4b_arise_env.sh": "print",
+    "ENV=alfworld METHOD=grpo MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 bash run_scripts/baseline.sh": "print",
+    "ENV=alfworld MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 "
+    "CKPT=checkpoints/arise_qwen3_4b/arise_env_alfworld/global_step_200 OUT=eval_out/alf_arise "
+    "bash run_scripts/eval_arise.sh": "print",
     # docs/environments.md: the CPU smoke run in TextWorldExpress (a launch: the launch tier)
     "ENV=twx PYTHON=.venv/bin/python bash run_scripts/cpu_smoke_arise.sh": (
         "e2e: tests/e2e/test_cpu_env_e2e.py::test_episodes_are_played_and_finish"

@@ -28,6 +28,7 @@ SCRIPTS = REPO / "run_scripts"
 PY = {"PYTHON": sys.executable}
 EVAL = {"MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507", "CKPT": "/ckpt/global_step_2000", **PY}
 
+ENVS = ("twx", "scienceworld", "alfworld")  # ENV=<name>: the env agent (common.sh)
 CASES = [
     ("qwen3_4b_arise.sh", {}),
     ("phi4_mini_arise.sh", {}),
@@ -51,9 +52,9 @@ CASES = [
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "m"}),
     ("eval_arise.sh", {**EVAL, "TOOL": "python"}),
     # the env agent (ENV=twx|scienceworld): ARISE and the GRPO baseline through the same path
-    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
+    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld", "alfworld")],
     *[("baseline.sh", {"METHOD": m, "ENV": "twx", "MODEL_PATH": "m"}) for m in ("grpo", "drgrpo", "gspo")],
-    ("baseline.sh", {"METHOD": "grpo", "ENV": "scienceworld", "MODEL_PATH": "m"}),
+    *[("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "m"}) for e in ("scienceworld", "alfworld")],
     ("eval_arise.sh", {**EVAL, "ENV": "twx"}),  # success per task type (tests/adapters/test_evaluate_env.py)
 ]
 # every training script with its defaults: each must get a checkpoint folder of its own
@@ -75,10 +76,10 @@ TRAINING = [
     ("cpu_smoke_arise.sh", {"TINY_DIR": "/tmp/t", "ENV": "scienceworld", **PY}),
     ("qwen3_4b_arise_tool.sh", {}),
     ("baseline.sh", {"METHOD": "grpo", "TOOL": "python", "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"}),
-    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
+    *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld", "alfworld")],
     *[
         ("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "Qwen/Qwen3-4B-Instruct-2507"})
-        for e in ("twx", "scienceworld")
+        for e in ("twx", "scienceworld", "alfworld")
     ],
 ]
 IDS = [f"{s}-{'-'.join(v for k, v in e.items() if k not in ('PYTHON', 'OUT_DIR', 'CKPT'))}" for s, e in CASES]
@@ -174,23 +175,27 @@ def test_tool_runs_use_the_tool_agent(script, env, composed):
 @pytest.mark.parametrize(
     "script,env",
     [
-        *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld")],
-        *[("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "m"}) for e in ("twx", "scienceworld")],
+        *[("qwen3_4b_arise_env.sh", {"ENV": e}) for e in ("twx", "scienceworld", "alfworld")],
+        *[
+            ("baseline.sh", {"METHOD": "grpo", "ENV": e, "MODEL_PATH": "m"})
+            for e in ("twx", "scienceworld", "alfworld")
+        ],
     ],
 )
 def test_env_runs_use_the_env_agent_with_the_peers_budgets(script, env, composed):
     """ENV=<name>: the env agent on that environment's games, the paper's G and lr, the peers' batch,
-    steps and turn budget (WebShop's 15 for twx, ALFWorld's 50 for scienceworld), same for ARISE and GRPO."""
+    steps and turn budget (WebShop's 15 for twx, ALFWorld's 50 for scienceworld and alfworld), same for
+    ARISE and GRPO."""
     _, _, cfg = composed(script, env)
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.agent.default_agent_loop == "arise_env_agent" and not rollout.multi_turn.enable
-    assert rollout.multi_turn.max_assistant_turns == {"twx": 15, "scienceworld": 50}[env["ENV"]]
+    assert rollout.multi_turn.max_assistant_turns == {"twx": 15, "scienceworld": 50, "alfworld": 50}[env["ENV"]]
     assert cfg.data.train_files.endswith(f"/data/arise/env/{env['ENV']}/train.parquet")
     assert cfg.data.val_files.endswith(f"/data/arise/env/{env['ENV']}/test.parquet")
     assert rollout.n == 8 and cfg.actor_rollout_ref.actor.optim.lr == 1e-6
     assert cfg.data.train_batch_size == 16 and cfg.trainer.total_training_steps == 200
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.algorithm.filter_groups.enable
-    response = {"twx": 8192, "scienceworld": 24576}[env["ENV"]]
+    response = {"twx": 8192, "scienceworld": 24576, "alfworld": 24576}[env["ENV"]]
     assert cfg.data.max_response_length == response and rollout.max_model_len == 2048 + 256 + response
     assert cfg.arise.enable is (script != "baseline.sh")
     if cfg.arise.enable:
@@ -204,8 +209,8 @@ def test_env_runs_use_the_env_agent_with_the_peers_budgets(script, env, composed
 @pytest.mark.parametrize(
     "script,env,message",
     [
-        ("qwen3_4b_arise_env.sh", {}, "set ENV=twx or ENV=scienceworld"),
-        ("qwen3_4b_arise_env.sh", {"ENV": "alfworld"}, "unknown ENV=alfworld"),
+        ("qwen3_4b_arise_env.sh", {}, "set ENV=twx, ENV=scienceworld or ENV=alfworld"),
+        ("qwen3_4b_arise_env.sh", {"ENV": "webshop"}, "unknown ENV=webshop (twx, scienceworld, alfworld"),
         ("baseline.sh", {"METHOD": "dapo", "ENV": "twx", "MODEL_PATH": "m"}, "METHOD=dapo with ENV=twx"),
     ],
 )

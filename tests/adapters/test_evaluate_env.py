@@ -110,11 +110,13 @@ def test_eval_arise_sh_with_env_evaluates_the_test_games_per_task_type():
 
 
 def test_the_documented_evaluation_command_composes():
-    """docs/environments.md's evaluation block, its overrides printed (the paths it names are the
-    data prep's and a checkpoint's)."""
+    """docs/environments.md's evaluation commands (ScienceWorld's, ALFWorld's), their overrides printed
+    (the paths they name are the data prep's and a checkpoint's)."""
     text = (REPO / "docs" / "environments.md").read_text()
-    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M) if "eval_arise.sh" in b]
-    assert len(blocks) == 1, blocks
-    args = _print_overrides(blocks[0])
-    assert args["data.val_files"].endswith("/data/arise/env/scienceworld/test.parquet']")
-    assert args["actor_rollout_ref.rollout.agent.default_agent_loop"] == "arise_env_agent"
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M)
+    commands = [line for b in blocks for line in b.splitlines() if "eval_arise.sh" in line]
+    assert [c.split()[0] for c in commands] == ["ENV=scienceworld", "ENV=alfworld"], commands
+    for command, env in zip(commands, ("scienceworld", "alfworld"), strict=True):
+        args = _print_overrides(command)
+        assert args["data.val_files"].endswith(f"/data/arise/env/{env}/test.parquet']")
+        assert args["actor_rollout_ref.rollout.agent.default_agent_loop"] == "arise_env_agent"

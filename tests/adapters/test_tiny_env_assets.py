@@ -163,7 +163,7 @@ def test_the_smoke_scripts_env_branch(arise, folder):
     [
         ("cpu_smoke_arise.sh", {"ENV": "alfworld"}, "ENV must be twx, scienceworld or unset"),
         ("cpu_smoke_arise.sh", {"ENV": "twx", "TOOL": "python"}, "ENV=twx and TOOL=python together"),
-        ("arise.sh", {"ENV": "alfworld", "MODEL_PATH": "m"}, "unknown ENV=alfworld (twx, scienceworld"),
+        ("arise.sh", {"ENV": "webshop", "MODEL_PATH": "m"}, "unknown ENV=webshop (twx, scienceworld, alfworld"),
         ("arise.sh", {"ENV": "twx", "TOOL": "python", "MODEL_PATH": "m"}, "ENV=twx and TOOL=python together"),
     ],
 )

@@ -127,7 +127,7 @@ def test_the_documented_commands_as_written(tmp_path):
     (block,) = [
         b
         for b in re.findall(r"^```bash\n(.*?)^```", (REPO / "docs" / "environments.md").read_text(), re.S | re.M)
-        if "data_prep.env" in b
+        if "data_prep.env --env twx" in b
     ]
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "HOME": str(tmp_path), "PATH": path, "PYTHONPATH": str(REPO)}

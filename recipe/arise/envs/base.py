@@ -54,6 +54,7 @@ class TextEnv(Protocol):
 ENVS: dict[str, str | Callable[..., TextEnv]] = {
     "twx": "recipe.arise.envs.textworld_express:TextWorldExpressEnv",
     "scienceworld": "recipe.arise.envs.scienceworld:ScienceWorldEnv",
+    "alfworld": "recipe.arise.envs.alfworld:AlfWorldEnv",  # the user installs alfworld (docs/environments.md)
 }
 
 
