@@ -92,7 +92,10 @@ if [ -n "$ENV" ]; then
   esac
   # ALFWorld's games are read from the user's data folder in every worker (Ray's inherit this process's
   # environment): alfworld-download's default where unset
-  if [ "$ENV" = alfworld ]; then export ALFWORLD_DATA=${ALFWORLD_DATA:-$HOME/.cache/alfworld}; fi
+  if [ "$ENV" = alfworld ]; then
+    ALFWORLD_DATA=${ALFWORLD_DATA:-$HOME/.cache/alfworld}  # ENV=alfworld: its data folder (alfworld-download's)
+    export ALFWORLD_DATA
+  fi
   # the task, the first observation and up to 40 admissible actions
   : "${MAX_PROMPT:=2048}" "${TRAIN_BATCH:=16}" "${TOTAL_STEPS:=200}"
   : "${PHASE1_STEPS:=50}"  # ENV runs' arise.phase1_steps (arise.sh: 500 otherwise, the paper's)

@@ -33,7 +33,7 @@ class EnvConfig:
     )
     max_live: int = _key(
         16,
-        "environment episodes: environments (JVMs) at once per agent-loop worker; more episodes wait (arise/env_wait_s)",
+        "environment episodes: environments (JVMs) at once per agent-loop worker; more wait (arise/env_wait_s)",
     )
     # Figure 4 opens "You are a skill distiller for math reasoning."; an episode's summary names its own domain
     summary_domain: str = _key(

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import threading
 
-from recipe.arise.envs.alfworld_data import FETCH, JSON_DIR, SPLITS, data_root, excluded, task_type_of
+from recipe.arise.envs.alfworld_data import FETCH, INSTALL, JSON_DIR, SPLITS, data_root, excluded, task_type_of
 from recipe.arise.envs.base import Step
 
 __all__ = ["AlfWorldEnv", "check_game"]
 
-INSTALL = "pip install alfworld==0.4.2 (its planner, fast-downward-textworld, compiles at install: ~10-17 min)"
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 TASK_PREFIX = "Your task is to:"
 DROPPED = ("help",)  # listed by the engine, no use to a policy

@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 FETCH = "pip install alfworld==0.4.2 && alfworld-download"  # writes the folder to $ALFWORLD_DATA
+INSTALL = "pip install alfworld==0.4.2 (its planner, fast-downward-textworld, compiles at install: ~10-17 min)"
 JSON_DIR = "json_2.1.1"
 SPLITS = ("train", "valid_seen", "valid_unseen")
 GAME_FILES = ("traj_data.json", "initial_state.pddl", "game.tw-pddl")

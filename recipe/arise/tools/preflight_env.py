@@ -17,8 +17,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 
-from recipe.arise.envs.alfworld import INSTALL as ALFWORLD_INSTALL
 from recipe.arise.envs.alfworld_data import FETCH, JSON_DIR, data_root, scan, shown
+from recipe.arise.envs.alfworld_data import INSTALL as ALFWORLD_INSTALL
 from recipe.arise.tools.preflight_common import Finding, listed_files, select
 
 PACKAGES = {"twx": "textworld_express", "scienceworld": "scienceworld", "alfworld": "alfworld"}
