@@ -303,7 +303,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.env and args.tool:
         parser.error(f"--env {args.env} and --tool together: a run has one agent (the env agent or the tool agent)")
     if args.env and (args.families is not None or args.sft_steps is not None):
-        parser.error(f"--families and --sft-steps build the math worlds; --env {args.env} plays its smoke run's assets")
+        parser.error(
+            f"--families and --sft-steps build the math worlds; --env {args.env} plays its smoke run's assets, or "
+            f"--assets DIR built by `python -m {ENV_WORLDS[args.env]} DIR --sft-steps N`"
+        )
     args.families = 6 if args.families is None else args.families
     mode = "" if args.trainer_mode == "sync" else f"_{args.trainer_mode}"
     world = "_tool" if args.tool else f"_env_{args.env}" if args.env else ""

@@ -57,7 +57,7 @@ def test_env_arguments():
     [
         (["--env", "twx", "--tool"], "one agent"),
         (["--env", "twx", "--families", "3"], "math worlds"),
-        (["--env", "twx", "--sft-steps", "100"], "math worlds"),
+        (["--env", "twx", "--sft-steps", "100"], "--assets DIR built by `python -m recipe.arise.cpu.tiny_env DIR"),
         (["--env", "alfworld"], "invalid choice"),
     ],
 )
