@@ -17,8 +17,14 @@ show without an entry in HOW fails the test (as does an entry the docs no longer
   progress line, the vLLM start (the whole CPU run was checked by hand: docs/tools.md).
 - ``sandbox``: docs/sandbox.md's block, run in order.
 - ``elsewhere``: needs the network or a GPU machine; the entry says what checks it instead.
-- ``tier``: a pytest tier of docs/testing.md, collected as written (``--collect-only``): it selects
-  what the page says, skips nothing, and README command 1 (CI) runs every test of it.
+- ``tier``: a pytest tier of docs/testing.md, or one folder's tests (docs/data.md), collected as written
+  (``--collect-only``): it selects what the page says, skips nothing, and README command 1 (CI) runs
+  every test of it.
+- ``offline``: a data-prep command or a bench that needs neither the network nor a GPU, run as written
+  in a folder whose ``../shared/data/raw`` is the raw data (the committed rows of tests/fixtures/raw,
+  then the shared copies: ``shared_data``), with ``$HOME`` and ``$D`` empty folders of its own; it
+  exits 0 and writes every file it promises (``_promised``), or, with ``ON_BAD=error`` on raw rows that
+  hold malformed ones, exits 2 naming the row, as the page says (~1-30 s each, e2e: the fast tier deselects them).
 - ``e2e``: a launch an end-to-end test (launch tier) runs as written (the entry names the test; it reads the
   command from its document).
 """
@@ -48,11 +54,16 @@ DOCS = (
     "docs/testing.md",
     "docs/own_data.md",
     "docs/environments.md",
+    "docs/data.md",
+    "docs/gpu.md",
+    "docs/performance.md",
 )
 
 E2E_EVAL = "e2e: tests/e2e/test_cpu_e2e.py::test_eval_on_validation_machinery"
 E2E_ENV_PREP = "e2e: tests/data_prep/test_env_data_prep.py::test_the_documented_commands_as_written"
 E2E_ALFWORLD = "e2e: tests/data_prep/test_alfworld_data_prep.py::test_the_documented_commands_as_written"
+_HUB = "elsewhere: reads the HF hub; its --local line runs here (offline), the mocked hub in tests/data_prep"
+_LAUNCHES = "elsewhere: trainer launches for 30-80 min; its statistics: tests/tools/test_bench_stats.py"
 HOW = {
     # README: set-up
     "bash scripts/install_cpu.sh .venv && .venv/bin/python -m pytest -q tests": "ci",
@@ -65,8 +76,8 @@ HOW = {
     # README: on GPUs
     "bash scripts/install_gpu.sh .venv && . .venv/bin/activate": "elsewhere: .ci/run resolves it "
     "(install_gpu.sh --dry-run) and tests/tools/test_gpu_stack.py reads the resolution",
-    "bash data_prep/prepare_all.sh": "elsewhere: downloads from the HF hub; the converters run on "
-    "tests/fixtures/raw in tests/data_prep",
+    "bash data_prep/prepare_all.sh": "elsewhere: downloads from the HF hub; its --local lines run here (offline) "
+    "and the mocked hub path in tests/data_prep/test_data_prep.py",
     "bash run_scripts/qwen3_4b_arise.sh": "print",
     "bash run_scripts/qwen3_4b_arise.sh arise.selection.gate=0.25 trainer.logger='[console,wandb]'": "print",
     "ABLATION=no_gate bash run_scripts/qwen3_4b_arise.sh": "print",
@@ -152,12 +163,63 @@ HOW = {
     '.venv/bin/python -c "from recipe.arise.core.sandbox import describe_isolation; print(describe_isolation())"': (
         "sandbox"
     ),
+    # docs/data.md: every dataset at once, then one at a time (the hub's reads: elsewhere)
+    "bash data_prep/prepare_all.sh --local ../shared/data/raw": "offline",
+    "DATA_DIR=~/data/arise_strict PYTHON=.venv/bin/python ON_BAD=error bash data_prep/prepare_all.sh "
+    "--local ../shared/data/raw": "offline",
+    "python -m recipe.arise.data_prep.deepscaler --out $D/train": _HUB,
+    "python -m recipe.arise.data_prep.deepscaler --local /path/deepscaler.json --out $D/train": "elsewhere: "
+    "the hub's full json is in no raw folder here; a json file through --local: tests/data_prep/test_data_prep.py",
+    "python -m recipe.arise.data_prep.deepscaler --local ../shared/data/raw/deepscaler/train_components "
+    "--out $D/train": "offline",
+    "python -m recipe.arise.data_prep.deepscaler --components ../shared/data/raw/deepscaler/train_components "
+    "--out $D/train": "offline",
+    "python -m recipe.arise.data_prep.aime24  --out $D/eval": _HUB,
+    "python -m recipe.arise.data_prep.aime24  --local ../shared/data/raw/aime24_qwen25math/test.jsonl "
+    "--out $D/eval": "offline",
+    "python -m recipe.arise.data_prep.aime25  --out $D/eval": _HUB,
+    "python -m recipe.arise.data_prep.aime25  --local ../shared/data/raw/aime25/test.jsonl --out $D/eval": "offline",
+    "python -m recipe.arise.data_prep.amc23   --out $D/eval": _HUB,
+    "python -m recipe.arise.data_prep.amc23   --local ../shared/data/raw/amc23_qwen25math/test.jsonl "
+    "--out $D/eval": "offline",
+    "python -m recipe.arise.data_prep.omni_math --out $D/eval": _HUB,
+    "python -m recipe.arise.data_prep.omni_math --local ../shared/data/raw/omni_math_rule/omni_math_rule.jsonl "
+    "--out $D/eval": "offline",
+    "python -m recipe.arise.data_prep.math500 --out $D/eval": _HUB,
+    "python -m recipe.arise.data_prep.math500 --local ../shared/data/raw/math500/test.jsonl --out $D/eval": "offline",
+    "bash data_prep/prepare_all.sh --tool python --local ../shared/data/raw": "offline",
+    ".venv/bin/python -m pytest -q tests/data_prep": "tier",
+    # docs/gpu.md: the preflight (as README's), flash-attn
+    "python -m recipe.arise.tools.preflight run_scripts/qwen3_4b_arise.sh arise.selection.gate=0.25": "tool",
+    "MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 python -m recipe.arise.tools.preflight --gpu-mem-gib 80 "
+    "run_scripts/baseline.sh": "tool",
+    'pip install ninja packaging && MAX_JOBS=8 pip install "flash-attn==2.8.3" --no-build-isolation': "elsewhere: "
+    "a CUDA build (nvcc, the network); without it the actor's attention is sdpa "
+    "(tests/contracts/test_actor_attention.py)",
+    'python -c "import flash_attn, torch; print(flash_attn.__version__, torch.__version__)"': "elsewhere: "
+    "needs the flash-attn build above; ATTN=auto's choice is tested in tests/test_run_scripts.py",
+    # docs/performance.md: the benches (the launches and minutes-long ones: elsewhere)
+    "bash scripts/install_cpu.sh .venv": "ci",
+    ".venv/bin/python bench/bench_step_overhead.py --paper-proportions": _LAUNCHES,
+    ".venv/bin/python bench/bench_step_overhead.py --paper-proportions --prompt-tokens 99 --positions 1024 "
+    "--batch 4 --full-prefill-arm": _LAUNCHES,
+    ".venv/bin/python bench/bench_step_overhead.py --paper-proportions --prompt-tokens 99 --positions 1024 "
+    "--batch 4 --score-top-m 3 -- arise.selection.scoring_prefix_cache=false": _LAUNCHES,
+    ".venv/bin/python bench/bench_step_overhead.py --paper-proportions --prompt-tokens 99 --positions 1024 "
+    "--batch 4 --stream-arm": _LAUNCHES,
+    ".venv/bin/python bench/bench_step_overhead.py --steps 4 --reps 1": _LAUNCHES,
+    ".venv/bin/python bench/bench_trainer_modes.py": "elsewhere: trainer launches for hours; its ratios without "
+    "a launch: tests/tools/test_bench_trainer_modes.py",
+    ".venv/bin/python bench/bench_grader.py --n 512 --shared ../shared": "offline",
+    ".venv/bin/python bench/bench_library.py": "offline",
+    ".venv/bin/python bench/bench_library_dynamics.py --reps 8": "elsewhere: ~4 min of both cores; "
+    "tests/core/test_library_dynamics.py runs it at a small scale",
 }
 # a tool's exit statuses that mean "it ran and answered", where 1 is one of them, each checked for its
 # reason (test_tools_as_written_on_the_cpu_run): the verdict of a 6-step tiny run held to the paper's
 # numbers is OK, WARN or FAIL by the run (its lines must say which); the preflight of a GPU script
 # without ~/data/arise reports that data as missing (1)
-EXIT = {"verdict --scale gpu": (0, 1), "preflight run_scripts/": (0, 1)}
+EXIT = {"verdict --scale gpu": (0, 1), "preflight run_scripts/": (0, 1), "preflight --gpu-mem-gib": (0, 1)}
 
 
 def documented() -> dict[str, list[str]]:
@@ -198,7 +260,14 @@ def test_every_documented_command_says_how_it_is_exercised():
     stale = [c for c in HOW if c not in shown]
     assert not stale, "HOW names commands no document shows any more:\n" + "\n".join(stale)
     kinds = {how.split(":")[0] for how in HOW.values()}
-    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "tier", "e2e"}, kinds
+    assert kinds <= {"ci", "print", "tool", "start", "sandbox", "elsewhere", "tier", "e2e", "offline"}, kinds
+
+
+def test_every_page_with_shell_blocks_is_read():
+    """A page of docs/ that shows commands is in DOCS: its commands then need an entry in HOW."""
+    pages = ["README.md", *(f"docs/{p.name}" for p in sorted((REPO / "docs").glob("*.md")))]
+    shown = [p for p in pages if re.search(r"^```(?:bash|sh)\n", (REPO / p).read_text(), re.M)]
+    assert set(shown) <= set(DOCS), sorted(set(shown) - set(DOCS))
 
 
 def test_what_the_e2e_tier_runs_names_a_test_that_reads_its_document():
@@ -211,7 +280,7 @@ def test_what_the_e2e_tier_runs_names_a_test_that_reads_its_document():
 
 
 def test_ci_runs_its_commands_verbatim():
-    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    ci = [re.sub(r"\s+#\s.*$", "", line.strip()) for line in (REPO / ".ci" / "run").read_text().splitlines()]
     for command in _of("ci"):
         assert command in ci, command
     assert any("install_gpu.sh --dry-run" in line for line in ci)  # the GPU install's resolution
@@ -275,9 +344,13 @@ def test_the_tiers_as_written_select_what_docs_say(command, tier_collections):
         assert len(ids) > 1000 and not [i for i in ids if i.startswith("tests/e2e/")], len(ids)
     elif "not launch" in command:
         assert len(ids) > 1000 and not launches and [i for i in ids if i.startswith("tests/e2e/")], len(ids)
-    else:
+    elif "launch" in command:
         assert len(ids) >= 12 and launches == ids, ids
         assert {m for m in _LAUNCH_MODULES if any(f"/{m}::" in i for i in ids)} == set(_LAUNCH_MODULES), ids
+    else:  # one folder's tests: that folder's, all of them (no marker expression)
+        folder = shlex.split(command)[-1]
+        assert folder.startswith("tests/") and "-m" not in shlex.split(command)[3:], command
+        assert len(ids) >= 20 and all(i.startswith(f"{folder}/") for i in ids), ids
 
 
 # the launch tier (tests/test_tiers.py checks the marker is on exactly the tests that launch): whole
@@ -459,3 +532,62 @@ def test_the_own_data_rows_block_writes_files_a_run_accepts(tmp_path, monkeypatc
         path = tmp_path / "my_data" / f"{name}.parquet"
         assert file_row_faults(path) == (rows, [])
         assert pq.read_schema(path).remove_metadata() == SCHEMA.remove_metadata()
+
+
+_EVAL = ("aime24", "aime25", "amc23", "math500", "omni_math")
+_DOMAINS = tuple(f"omni_math_{d}" for d in ("algebra", "number_theory", "combinatorics", "geometry"))
+_EVERY = ("train/deepscaler", *(f"eval/{name}" for name in (*_EVAL, *_DOMAINS)))
+
+
+def _promised(command: str) -> list[str]:
+    """The parquet files an ``offline`` command promises (docs/data.md), relative to its folder's parent."""
+    if "prepare_all.sh" in command:  # DATA_DIR, else ~/data/arise (~/data/arise_tool with --tool)
+        data_dir = re.search(r"DATA_DIR=~/(\S+)", command)
+        folder = f"home/{data_dir[1]}" if data_dir else "home/data/arise" + ("_tool" if "--tool" in command else "")
+        return [f"{folder}/{stem}.parquet" for stem in _EVERY]
+    if "data_prep." in command:  # one converter: its file in --out $D/<split>, Omni-MATH's domains beside it
+        name = re.search(r"data_prep\.(\w+)", command)[1]
+        out = command.split("--out $D/", 1)[1].split()[0]
+        return [f"D/{out}/{stem}.parquet" for stem in (name, *(_DOMAINS if name == "omni_math" else ()))]
+    return []  # a bench: its report is its output
+
+
+def _run_offline(command: str, raw: Path | None, tmp_path: Path, refuses: bool = False) -> None:
+    """``command`` as written in ``tmp_path/repo``: ``../shared/data/raw`` is ``raw``, the repository's
+    folders and interpreter are there as from a clone, ``$HOME``, ``$D`` and ``$TMPDIR`` are empty folders."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("data_prep", "bench"):
+        (repo / name).symlink_to(REPO / name)
+    (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)  # `.venv/bin/python`: this interpreter
+    if raw is not None:
+        (tmp_path / "shared" / "data").mkdir(parents=True)
+        (tmp_path / "shared" / "data" / "raw").symlink_to(raw)
+    for name in ("home", "D", "tmp"):
+        (tmp_path / name).mkdir()
+    env = _env(HOME=str(tmp_path / "home"), D=str(tmp_path / "D"), TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    if refuses:  # the page's exit status 2 with `error: ...`, the bad row named
+        assert proc.returncode == 2 and "error: " in proc.stderr and " row " in proc.stderr, proc.stderr[-3000:]
+        return
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert proc.stdout.strip() and "Traceback" not in proc.stderr, (proc.stdout[-2000:], proc.stderr[-3000:])
+    import pyarrow.parquet as pq
+
+    for name in _promised(command):
+        path = tmp_path / name
+        assert path.is_file() and pq.ParquetFile(path).metadata.num_rows > 0, (name, proc.stdout[-2000:])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", [c for c in _of("offline") if "../shared" in c])
+def test_offline_commands_as_written_on_the_raw_data(command, raw_root, tmp_path):
+    """docs/data.md's --local lines and the grader bench: the fixture rows, then the shared copies
+    (both hold malformed rows: ON_BAD=error refuses them, as the page says)."""
+    _run_offline(command, raw_root, tmp_path, refuses="ON_BAD=error" in command)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", [c for c in _of("offline") if "../shared" not in c])
+def test_offline_commands_as_written(command, tmp_path):
+    _run_offline(command, None, tmp_path)
