@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
@@ -129,18 +130,14 @@ def give_back(runner: EnvRunner, spec: EnvSpec, healthy: bool) -> None:
         threading.Thread(target=POOL.give_back, args=args, kwargs=kwargs, daemon=True).start()
 
 
-_SLOTS: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
 def env_slots(max_live: int) -> asyncio.Semaphore:
     """The running event loop's slots for live environments (``arise.env.max_live``): verl runs a
     worker's trajectories as tasks of one loop, each episode holding an environment (a JVM) while it
     plays; without a bound a step's episodes would start that many at once."""
-    loop = asyncio.get_running_loop()
-    held = _SLOTS.get(id(loop))
-    if held is None or held[0] is not loop:
-        held = _SLOTS[id(loop)] = (loop, asyncio.Semaphore(max_live))
-    return held[1]
+    return _SLOTS.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(max_live))
 
 
 @dataclasses.dataclass
