@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 from probe_zygote import Zygote, ZygoteError  # tests/helpers (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,10 +53,7 @@ VOLATILE_ENV = {"PYTEST_CURRENT_TEST", "TORCH_CUDA_ARCH_LIST"}
 @cache
 def gpu_stack():
     """scripts/gpu_stack.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("arise_gpu_stack", REPO / "scripts" / "gpu_stack.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "scripts" / "gpu_stack.py", "arise_gpu_stack")
 
 
 class Stack:

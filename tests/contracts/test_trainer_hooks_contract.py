@@ -16,10 +16,10 @@ Read from the stack's verl source (AST: tests/helpers/verl_source.py), as test_t
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 from verl_source import bases, find_method, module_tree, resolve  # tests/helpers (tests/conftest.py)
 from verl_source import class_node as _class
 from verl_source import methods as _methods
@@ -30,15 +30,8 @@ HERE = Path(__file__).resolve().parent
 ADAPTERS = HERE.parents[1] / "recipe" / "arise" / "adapters"
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-overrides = _load(HERE / "test_trainer_overrides_contract.py", "arise_overrides_contract")
-interfaces = _load(HERE.parent / "adapters" / "test_trainer_interfaces.py", "arise_trainer_interfaces")
+overrides = load_file(HERE / "test_trainer_overrides_contract.py", "arise_overrides_contract")
+interfaces = load_file(HERE.parent / "adapters" / "test_trainer_interfaces.py", "arise_trainer_interfaces")
 BASES = overrides.BASES
 NAMES = [h.name for h in HOOKS]
 

@@ -6,21 +6,16 @@ without it; one summary per group with tau+ (Alg. 1) turns the cache into a FIFO
 are evicted before their first use, while 2 per step gives every new skill a full trial.
 """
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from file_module import load_file
 
 from recipe.arise.core.selection import selection_probs
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "bench_library_dynamics.py"
-_spec = importlib.util.spec_from_file_location("bench_library_dynamics", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = bench  # dataclasses look their module up there
-_spec.loader.exec_module(bench)
+bench = load_file(Path(__file__).resolve().parents[2] / "bench" / "bench_library_dynamics.py", "bench_library_dynamics")
 
 SMALL = bench.SimConfig(phase1_steps=40, phase2_steps=30, groups=64, seed=3)
 

@@ -1,22 +1,19 @@
 """bench/bench_step_overhead.py's statistics: the step-time ratio's interval over paired, interleaved
 repetitions, and the loop that repeats the arms until that interval is within +-3% (or says it is not)."""
 
-import importlib.util
 import math
 import random
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_step_overhead_t", REPO / "bench" / "bench_step_overhead.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "bench" / "bench_step_overhead.py", "bench_step_overhead_t")
 
 
 def test_the_ratio_is_a_ratio_of_means_with_a_delta_method_interval(bench):

@@ -3,7 +3,6 @@ interleaving and interval on the wall-clock step times), the wall-clock watch of
 the learning-effect line and its pairing by seed, the trainer mode passed to every learning-effect
 launch, and the plot from a saved results.json."""
 
-import importlib.util
 import json
 import math
 import re
@@ -12,16 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_trainer_modes_t", REPO / "bench" / "bench_trainer_modes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "bench" / "bench_trainer_modes.py", "bench_trainer_modes_t")
 
 
 LINE = re.compile(

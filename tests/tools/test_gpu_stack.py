@@ -1,20 +1,17 @@
 """scripts/gpu_stack.py: the dry run's output and the file CI hands to the tests."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _gpu_stack():
-    spec = importlib.util.spec_from_file_location("arise_gpu_stack_t", REPO / "scripts" / "gpu_stack.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "scripts" / "gpu_stack.py", "arise_gpu_stack_t")
 
 
 def test_an_empty_stack_file_is_an_error_not_an_empty_stack(tmp_path, monkeypatch):

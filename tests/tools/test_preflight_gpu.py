@@ -2,7 +2,6 @@
 CUDA of the GPU stack, and a checkpoint's FSDP shards against the GPU count of the run loading it."""
 
 import copy
-import importlib.util
 import io
 import os
 import stat
@@ -10,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from file_module import load_file
 from omegaconf import OmegaConf
 
 from recipe.arise.tools import preflight, preflight_gpu
@@ -64,9 +64,7 @@ def _fake_smi(folder: Path, driver: str, memory_mib: str = "81559", gpus: str = 
 # ---------------------------------------------------------------------------------- the driver
 def test_the_minimum_driver_is_the_one_for_the_resolved_stacks_cuda():
     """GPU_STACK_CUDA_MAJOR is what scripts/install_gpu.sh installs: torch's cuda-toolkit."""
-    spec = importlib.util.spec_from_file_location("arise_gpu_stack_pg", REPO / "scripts" / "gpu_stack.py")
-    gpu_stack = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_stack)
+    gpu_stack = load_file(REPO / "scripts" / "gpu_stack.py", "arise_gpu_stack_pg")
     stack = gpu_stack.resolve()
     assert int(stack["cuda-toolkit"].split(".")[0]) == GPU_STACK_CUDA_MAJOR
     assert stack["torch"].split("+")[0] == "2.11.0"

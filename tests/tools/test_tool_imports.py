@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from file_module import load_file
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "recipe.arise"
@@ -29,10 +30,7 @@ OPTIONAL = {"ImportError", "ModuleNotFoundError"}
 
 
 def _gpu_stack():
-    spec = importlib.util.spec_from_file_location("arise_gpu_stack", REPO / "scripts" / "gpu_stack.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "scripts" / "gpu_stack.py", "arise_gpu_stack")
 
 
 def tools() -> list[str]:
